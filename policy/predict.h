@@ -1,0 +1,27 @@
+/*
+ * predict.h - which graph shape a site will capture next (prefix predict_).
+ *
+ * Owns: a short history of the shapes a site captured and a guess of the
+ * next one. A cycle of shapes of period p <= max_period (A,B,A,B or
+ * A,A,B,A,A,B) must be predicted right on every capture once it has been
+ * seen twice. Must never: allocate or take locks (the caller holds the
+ * site's lock).
+ */
+#ifndef RECAP_PREDICT_H
+#define RECAP_PREDICT_H
+
+#include <stdint.h>
+
+#define PREDICT_HISTORY 128         /* >= 2 * CONF_MAX_GRAPHS_LIMIT */
+
+struct shape_history {
+    uint64_t ring[PREDICT_HISTORY];
+    unsigned long count;            /* shapes recorded so far */
+};
+
+void predict_record(struct shape_history *h, uint64_t shape);
+
+/* The predicted next shape, or 0 when the history is empty. */
+uint64_t predict_next(const struct shape_history *h, int max_period);
+
+#endif

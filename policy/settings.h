@@ -1,0 +1,73 @@
+/*
+ * settings.h - what the user asked for (module prefix settings_).
+ *
+ * Owns: reading RECAP_SITES, RECAP_MODE, RECAP_CONFIG, RECAP_LOG and
+ * RECAP_VERBOSE and the configuration file once, and answering "what may
+ * recap do at this site". Any bad input produces one stderr line starting
+ * "recap:" naming the variable or file:line, what was found and what was
+ * expected, and leaves recap in observe mode. Must never: exit, abort, or
+ * be consulted on the path of a driver call recap does not act on (callers
+ * cache what they need).
+ */
+#ifndef RECAP_SETTINGS_H
+#define RECAP_SETTINGS_H
+
+#include <limits.h>
+#include <stdint.h>
+#include "policy/config.h"
+
+#define SETTINGS_DEFAULT_MAX_GRAPHS 2
+#define SETTINGS_DEFAULT_LOG "recap-%p.jsonl"
+#define SETTINGS_MAX_LISTED_SITES 256
+#define SETTINGS_PATH_MAX 4096
+
+enum settings_sites_filter { SITES_ALL, SITES_NONE, SITES_LIST };
+
+struct settings_site_ref {          /* one entry of RECAP_SITES */
+    int is_id;
+    uint64_t id;
+    char label[CONF_LABEL_MAX];
+};
+
+struct recap_settings {
+    enum recap_mode mode;           /* effective default mode */
+    int degraded;                   /* a bad input forced observe mode */
+    enum settings_sites_filter sites_filter;
+    char sites_text[512];           /* RECAP_SITES as given, for the log */
+    struct settings_site_ref listed[SETTINGS_MAX_LISTED_SITES];
+    int nlisted;
+    char config_path[SETTINGS_PATH_MAX];   /* "": none */
+    char log_template[SETTINGS_PATH_MAX];  /* "stderr", "off", or a template */
+    int verbose;
+    int max_graphs;                 /* default per site */
+    int stack_depth;
+    struct conf_file conf;          /* owned */
+};
+
+/* What recap may do at one site. */
+struct site_policy {
+    enum recap_mode mode;
+    int max_graphs;
+    const char *label;              /* NULL: none; points into settings */
+};
+
+/* Fills *s from `envp` (a NULL-terminated "NAME=value" array, e.g. environ)
+ * and the configuration file it names. Problems are written to `errfd` as
+ * "recap: ..." lines (one per problem) and set s->degraded. Always leaves a
+ * usable *s. */
+void settings_load(struct recap_settings *s, char *const *envp, int errfd);
+
+void settings_free(struct recap_settings *s);
+
+/* The policy for a site id: RECAP_SITES filter (ids or labels), per-site
+ * configuration sections, then defaults. Sites not selected are observed. */
+struct site_policy settings_site_policy(const struct recap_settings *s, uint64_t site_id);
+
+/* Expands a log template: %p pid, %h host name, %r rank (RANK,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID from envp, else the pid),
+ * %% percent. Returns 0, or -1 when the result does not fit or the template
+ * has an unknown % sequence (message in err). */
+int settings_expand_log_path(const char *tmpl, char *const *envp, long pid,
+                             char *out, size_t outlen, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * site.h - capture-site identity (module prefix site_).
+ *
+ * Owns: turning the call stack above librecap at a capture begin into a
+ * stable 64-bit site id, and showing its frames readably. The id hashes
+ * (module file base name, offset in module) of up to stack_depth frames, so
+ * the same binary gives the same ids run after run whatever the load
+ * addresses. Must never: call the CUDA driver, take a lock that a driver
+ * call could also take, or print anything.
+ */
+#ifndef RECAP_SITE_H
+#define RECAP_SITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SITE_MAX_DEPTH 64
+#define SITE_DEFAULT_DEPTH 8
+#define SITE_ID_HEX_LEN 16
+
+struct site_stack {
+    int depth;                  /* frames kept in pc[] */
+    void *pc[SITE_MAX_DEPTH];   /* return addresses, innermost first */
+};
+
+/* Frames whose code lies in the module holding `addr_in_module` (librecap
+ * itself) are skipped by site_stack_capture. Call once at start-up; without
+ * it no frame is skipped. */
+void site_set_self_module(const void *addr_in_module);
+
+/* Fills `st` with up to `depth` (1..SITE_MAX_DEPTH) return addresses of the
+ * callers above the skipped module, innermost first. */
+void site_stack_capture(struct site_stack *st, int depth);
+
+/* The stable id of a stack. Never 0 (0 means "no site"). */
+uint64_t site_id_of(const struct site_stack *st);
+
+/* Writes "module+0xOFF symbol+0xOFF" (symbol part omitted when unknown) for
+ * one return address into buf; returns the length written (truncated to
+ * len-1, always NUL-terminated when len > 0). */
+size_t site_frame_format(const void *pc, char *buf, size_t len);
+
+/* 16 lower-case hex digits and a NUL. */
+void site_id_format(uint64_t id, char out[SITE_ID_HEX_LEN + 1]);
+
+/* Parses exactly 16 hex digits (either case). Returns 0 on success, -1 on
+ * anything else (leaves *id untouched). */
+int site_id_parse(const char *text, uint64_t *id);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * standin.h - the control surface of the stand-in driver (prefix standin_).
+ *
+ * The stand-in is a libcuda.so.1 for machines without a GPU: it executes
+ * work on the CPU so that tests can check results, and models the documented
+ * behaviour of the real driver, failures included. Test programs register
+ * C functions as kernels and read the stand-in's counters through these
+ * functions. Nothing in librecap may include this header: recap must work
+ * against the real driver the same way.
+ *
+ * Behaviour knobs, read from the environment at the first driver call and
+ * settable by the functions below:
+ *   STANDIN_DRIVER_VERSION   reported version, e.g. 13000 or 13030 (default 13030)
+ *   STANDIN_RECAPTURE_FAILURE where a recapture failure surfaces:
+ *                            "call"  the offending captured call returns 918 (default)
+ *                            "later" the next call on the capture returns 918
+ *                            "end"   only cuStreamEndCapture returns 918
+ *   STANDIN_NULL_CALLBACK    "accept" (default) or "reject" a NULL recapture callback
+ *   STANDIN_RECAPTURE_ERROR_NODE  N: the N-th changed node of each recapture is
+ *                            reported with status CU_GRAPH_RECAPTURE_ERROR
+ *   STANDIN_FAULTS           comma list of NAME@N=CODE (the N-th call of the
+ *                            exported function NAME returns CODE and does
+ *                            nothing) or NAME@N+=CODE (every call from N on)
+ *   STANDIN_DEVICE_MEMORY    bytes of device memory (default 1 GiB); graphs
+ *                            and executable graphs are charged for their nodes
+ *   STANDIN_REPORT           path: at exit write call counts and live objects as JSON
+ */
+#ifndef STANDIN_H
+#define STANDIN_H
+
+#include <stddef.h>
+#include <cuda.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Launch geometry handed to a kernel. */
+struct standin_dims {
+    unsigned grid[3];
+    unsigned block[3];
+    unsigned shared_bytes;
+};
+
+/* A kernel: runs the whole grid on the calling CPU thread. params[i] points
+ * at the i-th argument value, as in cuLaunchKernel's kernelParams. */
+typedef void (*standin_kernel_fn)(const struct standin_dims *dims, void **params);
+
+/* Registers a kernel under `name` with `nparams` arguments of the given
+ * sizes (what cuFuncGetParamInfo reports; offsets are laid out with natural
+ * alignment). Every module loaded with cuModuleLoadData/cuLibraryLoadData
+ * holds all registered kernels. Returns 0, or -1 if the name is taken. */
+int standin_register_kernel(const char *name, standin_kernel_fn fn,
+                            unsigned nparams, const size_t *param_sizes);
+
+/* Calls of the exported function `name` (exact symbol, e.g.
+ * "cuGraphInstantiateWithFlags") since start or the last reset, whoever
+ * made them (the program or recap). */
+unsigned long standin_call_count(const char *name);
+void standin_reset_counts(void);
+
+/* Live objects of a kind: "graph", "exec", "stream", "event", "module",
+ * "memory" (device allocations), "user_object". */
+long standin_live_objects(const char *kind);
+
+/* Misuses the stand-in detected (double destroy, use of a destroyed or
+ * poisoned object, a driver call from inside a recapture callback, ...),
+ * and the text of the last one ("" if none). */
+unsigned long standin_misuse_count(void);
+const char *standin_last_misuse(void);
+
+/* Fault injection: the `nth` call (1-based, counted from now) of `name`
+ * returns `code` without effect; with persist, every call from then on. */
+void standin_fault(const char *name, unsigned long nth, CUresult code, int persist);
+void standin_clear_faults(void);
+
+void standin_set_driver_version(int version);
+/* "call", "later" or "end"; returns -1 for anything else. */
+int standin_set_recapture_failure(const char *where);
+void standin_set_null_callback_accepted(int accepted);
+
+/* Device bytes in use (allocations plus what graphs and executable graphs
+ * are charged). */
+size_t standin_device_memory_used(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
