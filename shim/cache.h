@@ -1,0 +1,137 @@
+/*
+ * cache.h - the graphs and executable graphs recap knows and holds
+ * (module prefix cache_).
+ *
+ * Owns: a record for every graph captured at an enabled site and every
+ * executable graph recap instantiated or reused for one, keyed by handle;
+ * the ones the program destroyed ("released"), which recap keeps for the
+ * next recapture or instantiation at their site, bounded per site by
+ * max_graphs and overall by a global cap; and destroying, exactly once,
+ * what it evicts or what a failed recapture left undefined.
+ *
+ * Must never: touch an object the program still holds, hand out a released
+ * object twice, or hold cache_lock across a driver call (evicted objects are
+ * destroyed after the lock is dropped).
+ *
+ * A record is in one of three states. HELD: the program holds the handle;
+ * the record lives until the program destroys it. RELEASED: recap holds
+ * it in the site's cache; eviction may free it at any time, so such records
+ * are only touched under cache_lock. TAKEN: recap took it out of the cache
+ * for a recapture or a reuse; the taker owns it until it hands it back to
+ * the program (HELD) or discards it.
+ */
+#ifndef RECAP_CACHE_H
+#define RECAP_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shim/cuda_compat.h"
+#include "shim/driver_api.h"
+
+struct site;
+
+#define CACHE_GLOBAL_MAX_GRAPHS 256
+#define CACHE_GLOBAL_MAX_EXECS 256
+
+enum cache_state { CACHE_HELD, CACHE_RELEASED, CACHE_TAKEN };
+
+struct cache_link {
+    void *prev, *next;             /* global list of released records, oldest first */
+};
+
+/* A node whose parameters the last recapture changed. */
+struct changed_node {
+    CUgraphNode node;
+    CUgraphNodeType type;
+};
+
+struct graph_rec {
+    CUgraph graph;
+    struct site *site;
+    uint64_t serial;               /* unique for the life of the process */
+    uint64_t shape;
+    long nodes;
+    unsigned long version;         /* successful recaptures into it so far */
+    enum cache_state state;
+    struct cache_link link;
+    /* What the last successful recapture changed, relative to version - 1.
+     * changes_known is 0 unless every change was reported eligible. */
+    int changes_known;
+    size_t nchanged;
+    struct changed_node *changed;  /* owned */
+};
+
+struct exec_rec {
+    CUgraphExec exec;
+    struct site *site;
+    unsigned long long flags;      /* instantiate flags, UPLOAD excluded */
+    uint64_t shape;
+    long nodes;
+    uint64_t source_serial;        /* graph it was instantiated from */
+    uint64_t synced_serial;        /* graph whose parameters it now holds */
+    unsigned long synced_version;
+    unsigned long synced_epoch;    /* graph-mutation epoch at that time */
+    int mutated;                   /* the program changed it itself */
+    enum cache_state state;
+    struct cache_link link;
+};
+
+/* --- graphs --- */
+
+/* Starts tracking a graph the program now holds (a fresh capture's result).
+ * Returns NULL if memory ran out: the graph is then simply not tracked. */
+struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes);
+
+/* The record of a graph the program holds, or NULL. The record stays valid
+ * while the program holds the graph. */
+struct graph_rec *cache_graph_held(CUgraph graph);
+
+/* A released graph of the site with this shape, now TAKEN by the caller. */
+struct graph_rec *cache_take_graph(struct site *site, uint64_t shape);
+
+/* A TAKEN graph goes back to the program (HELD). */
+void cache_graph_hand_out(struct graph_rec *rec);
+
+/* Forgets a TAKEN or HELD graph and destroys it, once. */
+void cache_graph_discard(struct graph_rec *rec);
+
+/* Replaces the change list of a recaptured graph (takes `changed`). */
+void cache_graph_set_changes(struct graph_rec *rec, struct changed_node *changed,
+                             size_t n, int known);
+
+/* The cuGraphDestroy hook. */
+CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph);
+
+/* --- executable graphs --- */
+
+struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned long long flags,
+                                  uint64_t shape, long nodes, uint64_t source_serial);
+
+/* A released executable graph of the site with these flags and shape, now
+ * TAKEN; one instantiated from graph `prefer_serial` is preferred. */
+struct exec_rec *cache_take_exec(struct site *site, unsigned long long flags, uint64_t shape,
+                                 uint64_t prefer_serial);
+
+void cache_exec_hand_out(struct exec_rec *rec);
+void cache_exec_discard(struct exec_rec *rec);
+
+/* The cuGraphExecDestroy hook. */
+CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec);
+
+/* The program changed an executable graph itself: recap's record of its
+ * parameters no longer holds. */
+void exec_note_mutated(CUgraphExec exec);
+
+/* --- memory pressure, fork --- */
+
+/* Destroys every released object. Returns how many there were, so an
+ * allocation that failed for memory is retried only when that can help. */
+int cache_release_for_oom(void);
+
+/* Released objects currently held: graphs and executable graphs. */
+void cache_counts(int *graphs, int *execs);
+
+void cache_after_fork_child(void);
+
+#endif

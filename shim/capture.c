@@ -1,0 +1,576 @@
+/*
+ * capture.c - begin, record, end; recapture and its transparent fallback.
+ *
+ * A capture at an enabled site on a driver with the recapture API is
+ * journaled from its begin. Its first captures are plain ("fresh"); their
+ * journals are checked against the graphs they produced, and only once a
+ * journal accounted for every node does the site recapture into the graphs
+ * the program released. A recapture that fails - at begin, at a call, or at
+ * end, whichever the driver chooses - is ended, its graph destroyed once,
+ * and replaced by a plain capture into which the journal is replayed; the
+ * failing call is then made again in the plain capture and its result is
+ * what the program sees. A call recap cannot journal ends a recapture before
+ * it runs, so the journal never misses a call that needs replaying.
+ *
+ * Locks: a capture's lock serialises every call into it (and the switch to
+ * a plain capture); then site->lock; then cache_lock; captures_lock last.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/cache.h"
+#include "shim/capture.h"
+#include "shim/driver.h"
+#include "shim/events.h"
+#include "shim/runtime.h"
+#include "shim/shape.h"
+#include "shim/sites.h"
+
+static const char *const path_names[] = {
+    [PATH_OBSERVE] = "observe", [PATH_FRESH] = "fresh",
+    [PATH_RECAPTURE] = "recapture", [PATH_FALLBACK] = "fallback",
+};
+
+/* --- driver calls recap makes on the capture's streams ------------------------ */
+
+static CUresult begin_plain(enum drv_id id, CUstream stream, CUstreamCaptureMode mode)
+{
+    switch (id) {
+    case DRV_cuStreamBeginCapture:
+        return DRV_REAL(cuStreamBeginCapture)(stream);
+    case DRV_cuStreamBeginCapture_ptsz:
+        return DRV_REAL(cuStreamBeginCapture_ptsz)(stream);
+    default:
+        return ((drv_fn_cuStreamBeginCapture_v2)drv_real_fn[id])(stream, mode);
+    }
+}
+
+static CUresult end_real(enum drv_id id, CUstream stream, CUgraph *graph)
+{
+    return ((drv_fn_cuStreamEndCapture)drv_real_fn[id])(stream, graph);
+}
+
+static int stream_still_capturing(CUstream stream)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    DRV_REAL(cuStreamIsCapturing)(stream, &status);
+    return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static cuuint64_t capture_id_of(CUstream stream)
+{
+    CUstreamCaptureStatus status;
+    cuuint64_t id = 0;
+    if (DRV_REAL(cuStreamGetCaptureInfo_v3)(stream, &status, &id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS)
+        return 0;
+    return id;
+}
+
+/* --- the recapture callback ------------------------------------------------- */
+
+/* Runs inside driver calls: it records and counts, and never calls CUDA. It
+ * always accepts, so a recapture fails only for the driver's own reasons;
+ * ineligible changes just mean a whole update at instantiation. */
+static CUresult CUDAAPI recapture_callback(void *data, CUgraphNode node,
+                                           const CUgraphNodeParams *original,
+                                           const CUgraphNodeParams *recaptured,
+                                           CUgraphRecaptureStatus status)
+{
+    struct capture *cap = data;
+    const CUgraphNodeParams *p = recaptured ? recaptured : original;
+
+    pthread_mutex_lock(&cap->changes_lock);
+    if (status == CU_GRAPH_RECAPTURE_ELIGIBLE_FOR_UPDATE)
+        cap->eligible++;
+    else if (status == CU_GRAPH_RECAPTURE_INELIGIBLE_FOR_UPDATE)
+        cap->ineligible++;
+    else
+        cap->errors++;
+    if (cap->nchanged == cap->changed_capacity) {
+        size_t capacity = cap->changed_capacity ? cap->changed_capacity * 2 : 32;
+        struct changed_node *grown = realloc(cap->changed, capacity * sizeof *grown);
+        if (grown) {
+            cap->changed = grown;
+            cap->changed_capacity = capacity;
+        }
+    }
+    if (cap->nchanged < cap->changed_capacity) {
+        cap->changed[cap->nchanged].node = node;
+        cap->changed[cap->nchanged].type = p ? p->type : CU_GRAPH_NODE_TYPE_KERNEL;
+        cap->nchanged++;
+    } else {
+        cap->changes_lost = 1;
+    }
+    pthread_mutex_unlock(&cap->changes_lock);
+    return CUDA_SUCCESS;
+}
+
+static void forget_changes(struct capture *cap)
+{
+    pthread_mutex_lock(&cap->changes_lock);
+    cap->nchanged = 0;
+    cap->eligible = cap->ineligible = cap->errors = 0;
+    cap->changes_lost = 0;
+    pthread_mutex_unlock(&cap->changes_lock);
+}
+
+/* --- fallback ----------------------------------------------------------------- */
+
+static int may_end_here(const struct capture *cap)
+{
+    return cap->mode == CU_STREAM_CAPTURE_MODE_RELAXED || pthread_equal(pthread_self(), cap->owner);
+}
+
+/* Turns a live (or failed) recapture into a plain capture holding the same
+ * work. Caller holds cap->lock. Where the capture may not be ended from
+ * this thread (global and thread-local modes), the switch waits for the
+ * next call on the owning thread: cap->fallback_pending. */
+static void fall_back(struct capture *cap, const char *reason)
+{
+    if (cap->path != PATH_RECAPTURE)
+        return;
+    if (!cap->fallback_pending)
+        snprintf(cap->reason, sizeof cap->reason, "%s", reason);
+    if (!may_end_here(cap)) {
+        cap->fallback_pending = 1;
+        return;
+    }
+    cap->fallback_pending = 0;
+
+    CUgraph dead = NULL;
+    end_real(DRV_cuStreamEndCapture, cap->origin.real, &dead);
+    if (dead && dead != cap->target->graph) {
+        /* Not a reading any documentation suggests; the extra graph is
+         * recap's doing, so recap destroys it. */
+        DRV_REAL(cuGraphDestroy)(dead);
+    }
+    cache_graph_discard(cap->target);      /* undefined after a failure: once */
+    cap->target = NULL;
+    forget_changes(cap);
+    cap->path = PATH_FALLBACK;
+
+    CUresult r = DRV_REAL(cuStreamBeginCapture_v2)(cap->origin.real, cap->mode);
+    if (r != CUDA_SUCCESS) {
+        event_error(cap->site, "after a failed recapture, the plain capture could not begin (%s); "
+                               "the program's capture is lost", drv_result_name(r));
+        return;
+    }
+    if (!cap->journal.replayable)
+        event_error(cap->site, "after a failed recapture the journal could not be replayed in "
+                               "full (%s): the graph may lack work", cap->journal.why_not);
+    size_t failed_at = 0;
+    r = journal_replay(&cap->journal, &failed_at);
+    if (r != CUDA_SUCCESS)
+        event_error(cap->site, "replaying call %zu (%s) of the journal failed: %s", failed_at,
+                    drv_table[cap->journal.ops[failed_at].id].symbol, drv_result_name(r));
+}
+
+/* --- membership ------------------------------------------------------------------ */
+
+static void note_membership(struct capture *cap, enum drv_id id, const union drv_args *a)
+{
+    enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
+    if (kind == DRV_OP_EVENT_RECORD) {
+        ctab_add_event(cap, drv_args_event(id, a));
+    } else if (kind == DRV_OP_STREAM_WAIT) {
+        struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, a));
+        ctab_add_member(cap, s.key);
+    }
+    if (cap->membership_overflow && cap->journal.replayable) {
+        cap->journal.replayable = 0;
+        snprintf(cap->journal.why_not, sizeof cap->journal.why_not,
+                 "more streams or events than recap can follow in one capture");
+    }
+}
+
+/* --- calls made into a capture ---------------------------------------------------- */
+
+static CUresult query_in_capture(struct capture *cap, enum drv_id id, union drv_args *a)
+{
+    CUresult r = drv_invoke(id, a);
+    if (r == CUDA_ERROR_GRAPH_RECAPTURE_FAILURE && cap->path == PATH_RECAPTURE) {
+        fall_back(cap, "recapture failed (reported by a capture query)");
+        r = drv_invoke(id, a);
+    }
+    /* The program may have read the capture id during the recapture; it
+     * must not see it change because recap switched captures. */
+    cuuint64_t *id_out = drv_args_capture_id_out(id, a);
+    if (r == CUDA_SUCCESS && id_out && cap->path == PATH_FALLBACK && cap->app_capture_id)
+        *id_out = cap->app_capture_id;
+    return r;
+}
+
+static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_args *a)
+{
+    enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
+    const char *why = NULL;
+    CUresult r;
+
+    if (cap->fallback_pending && may_end_here(cap))
+        fall_back(cap, cap->reason);
+    if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
+        return query_in_capture(cap, id, a);
+
+    if (cap->fallback_pending) {
+        /* Another thread of a global/thread-local capture: the switch must
+         * wait for the owning thread, so the call is recorded and made at
+         * the replay. Its result is assumed to be success. */
+        if (journal_can_copy(id, a, &why)) {
+            journal_append(&cap->journal, id, a);
+            note_membership(cap, id, a);
+            return CUDA_SUCCESS;
+        }
+        r = drv_invoke(id, a);
+        journal_append(&cap->journal, id, a);    /* marks it unreplayable */
+        return r;
+    }
+
+    if (!cap->journaled || cap->path == PATH_FALLBACK) {
+        r = drv_invoke(id, a);
+        if (r == CUDA_SUCCESS)
+            note_membership(cap, id, a);
+        return r;
+    }
+
+    if (cap->path == PATH_RECAPTURE && !journal_can_copy(id, a, &why)) {
+        char reason[200];
+        snprintf(reason, sizeof reason, "the capture used %s", why);
+        fall_back(cap, reason);
+        if (cap->fallback_pending) {
+            r = drv_invoke(id, a);
+            journal_append(&cap->journal, id, a);
+            return r;
+        }
+    }
+
+    r = drv_invoke(id, a);
+    if (r == CUDA_ERROR_GRAPH_RECAPTURE_FAILURE && cap->path == PATH_RECAPTURE) {
+        char reason[200];
+        snprintf(reason, sizeof reason, "recapture failed at %s", drv_table[id].symbol);
+        fall_back(cap, reason);
+        if (cap->fallback_pending) {
+            journal_append(&cap->journal, id, a);
+            note_membership(cap, id, a);
+            return CUDA_SUCCESS;
+        }
+        r = drv_invoke(id, a);
+    }
+    if (r == CUDA_SUCCESS) {
+        if (cap->path != PATH_FALLBACK)
+            journal_append(&cap->journal, id, a);
+        note_membership(cap, id, a);
+    }
+    return r;
+}
+
+static CUresult invoke_outside_capture(enum drv_id id, union drv_args *a)
+{
+    CUresult r = drv_invoke(id, a);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && drv_table[id].op_kind == DRV_OP_ALLOC &&
+        cache_release_for_oom())
+        r = drv_invoke(id, a);
+    return r;
+}
+
+CUresult capture_on_op(enum drv_id id, union drv_args *a)
+{
+    struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, a));
+    struct capture *cap = ctab_find_stream(s.key);
+
+    /* A wait on an event recorded in a capture pulls the waiting stream
+     * into that capture (a fork). */
+    if (!cap && drv_table[id].op_kind == DRV_OP_STREAM_WAIT)
+        cap = ctab_find_event(drv_args_event(id, a));
+    if (!cap)
+        return invoke_outside_capture(id, a);
+
+    pthread_mutex_lock(&cap->lock);
+    CUresult r = op_in_capture(cap, id, a);
+    pthread_mutex_unlock(&cap->lock);
+    ctab_release(cap);
+    return r;
+}
+
+/* --- begin -------------------------------------------------------------------- */
+
+/* What a site may do with this capture, and why not more. Caller holds
+ * site->lock. Returns the graph to recapture into (TAKEN), or NULL. */
+static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv_id id)
+{
+    enum recap_mode mode = site->policy.mode;
+
+    if (mode == RECAP_MODE_OBSERVE || mode == RECAP_MODE_OFF) {
+        cap->path = PATH_OBSERVE;
+        snprintf(cap->reason, sizeof cap->reason, "site observed only");
+        return NULL;
+    }
+    cap->path = PATH_FRESH;
+    if (mode == RECAP_MODE_UPDATE) {
+        snprintf(cap->reason, sizeof cap->reason, "mode update: executable reuse only");
+        return NULL;
+    }
+    if (!drv_caps.recapture_begin) {
+        snprintf(cap->reason, sizeof cap->reason, "driver %d has no recapture API", drv_caps.version);
+        return NULL;
+    }
+    if (id == DRV_cuStreamBeginCapture || id == DRV_cuStreamBeginCapture_ptsz) {
+        snprintf(cap->reason, sizeof cap->reason, "legacy cuStreamBeginCapture has no capture mode");
+        return NULL;
+    }
+    if (site->no_recapture) {
+        snprintf(cap->reason, sizeof cap->reason, "%s", site->no_recapture_reason);
+        return NULL;
+    }
+    cap->journaled = 1;
+    if (!site->journal_verified) {
+        snprintf(cap->reason, sizeof cap->reason, "first capture at this site");
+        return NULL;
+    }
+    uint64_t predicted = predict_next(&site->shapes, site->policy.max_graphs);
+    struct graph_rec *target = predicted ? cache_take_graph(site, predicted) : NULL;
+    if (!target)
+        snprintf(cap->reason, sizeof cap->reason, "no released graph of the predicted shape");
+    return target;
+}
+
+CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode mode)
+{
+    if (runtime_passthrough)
+        return begin_plain(id, stream, mode);
+
+    struct stream_ref s = ctab_stream_ref(id, stream);
+    struct capture *busy = ctab_find_stream(s.key);
+    if (busy) {
+        /* Already part of a capture: the driver refuses, as it should. */
+        ctab_release(busy);
+        return begin_plain(id, stream, mode);
+    }
+
+    struct site_stack stack;
+    site_stack_capture(&stack, runtime_settings.stack_depth);
+    struct site *site = sites_get(site_id_of(&stack), &stack);
+    struct capture *cap = site ? ctab_new() : NULL;
+    if (!cap)
+        return begin_plain(id, stream, mode);
+
+    cap->origin = s;
+    cap->owner = pthread_self();
+    cap->begin_id = id;
+    cap->mode = mode;
+    cap->site = site;
+    cap->t0 = runtime_now_us();
+
+    pthread_mutex_lock(&site->lock);
+    cap->seq = ++site->seq;
+    struct graph_rec *target = decide(cap, site, id);
+    pthread_mutex_unlock(&site->lock);
+
+    CUresult r;
+    if (target) {
+        cap->target = target;
+        cap->path = PATH_RECAPTURE;
+        cap->reason[0] = '\0';
+        r = drv_caps.recapture_begin(s.real, mode, target->graph, recapture_callback, cap);
+        if (r == CUDA_SUCCESS) {
+            cap->app_capture_id = capture_id_of(s.real);
+        } else {
+            cache_graph_discard(target);   /* undefined after any failure */
+            cap->target = NULL;
+            cap->path = PATH_FALLBACK;
+            snprintf(cap->reason, sizeof cap->reason, "recapture refused at begin: %s",
+                     drv_result_name(r));
+            r = begin_plain(id, stream, mode);
+        }
+    } else {
+        r = begin_plain(id, stream, mode);
+    }
+
+    runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id, cap->seq,
+                    path_names[cap->path]);
+    if (r == CUDA_SUCCESS && site->policy.mode != RECAP_MODE_OFF)
+        ctab_register(cap);
+    ctab_release(cap);
+    return r;
+}
+
+/* --- end ------------------------------------------------------------------------- */
+
+/* After a successful capture: what the graph looks like, whether this
+ * site's journals can be trusted, and the record the program's graph gets. */
+static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long *nodes)
+{
+    struct site *site = cap->site;
+    struct graph_census census;
+    int with_types = cap->journaled;
+
+    if (shape_census(graph, with_types, &census) != 0) {
+        *nodes = -1;
+        return NULL;
+    }
+    *nodes = census.nodes;
+    uint64_t shape = shape_signature(&census);
+
+    if (cap->journaled && cap->path == PATH_FRESH) {
+        char why[200];
+        if (census.unreplayable) {
+            snprintf(why, sizeof why, "its graphs hold %s nodes",
+                     shape_node_type_name(census.first_unreplayable));
+            sites_forbid_recapture(site, why);
+        } else if (!cap->journal.replayable) {
+            snprintf(why, sizeof why, "it used %s", cap->journal.why_not);
+            sites_forbid_recapture(site, why);
+        } else if (!journal_matches(&cap->journal, &census, why, sizeof why)) {
+            sites_forbid_recapture(site, why);
+        } else {
+            pthread_mutex_lock(&site->lock);
+            site->journal_verified = 1;
+            pthread_mutex_unlock(&site->lock);
+        }
+    }
+
+    pthread_mutex_lock(&site->lock);
+    predict_record(&site->shapes, shape);
+    pthread_mutex_unlock(&site->lock);
+
+    if (cap->path == PATH_OBSERVE)
+        return NULL;
+    return cache_graph_track(graph, site, shape, census.nodes);
+}
+
+/* The recapture ended well: the same graph comes back with new parameters. */
+static void account_recapture(struct capture *cap)
+{
+    struct graph_rec *rec = cap->target;
+    pthread_mutex_lock(&cap->changes_lock);
+    int known = !cap->changes_lost && cap->ineligible == 0 && cap->errors == 0;
+    struct changed_node *changed = cap->changed;
+    size_t n = cap->nchanged;
+    cap->changed = NULL;
+    cap->changed_capacity = 0;
+    pthread_mutex_unlock(&cap->changes_lock);
+
+    rec->version++;
+    cache_graph_set_changes(rec, changed, n, known);
+    cache_graph_hand_out(rec);
+    cap->target = NULL;
+
+    pthread_mutex_lock(&cap->site->lock);
+    predict_record(&cap->site->shapes, rec->shape);
+    pthread_mutex_unlock(&cap->site->lock);
+}
+
+static void report_end(struct capture *cap, CUresult r, long nodes)
+{
+    struct site *site = cap->site;
+    struct capture_report rep = {
+        .site = site, .seq = cap->seq, .path = path_names[cap->path],
+        .reason = cap->path == PATH_RECAPTURE ? NULL : cap->reason,
+        .nodes = nodes, .us = runtime_now_us() - cap->t0, .result = r,
+    };
+    pthread_mutex_lock(&cap->changes_lock);
+    rep.changed = cap->eligible + cap->ineligible + cap->errors;
+    rep.eligible = cap->eligible;
+    rep.ineligible = cap->ineligible;
+    rep.errors = cap->errors;
+    pthread_mutex_unlock(&cap->changes_lock);
+
+    pthread_mutex_lock(&site->lock);
+    site->count.captures++;
+    switch (cap->path) {
+    case PATH_RECAPTURE: site->count.recaptured++; break;
+    case PATH_FALLBACK: site->count.fallbacks++; break;
+    case PATH_FRESH: site->count.fresh++; break;
+    case PATH_OBSERVE: site->count.observed++; break;
+    }
+    pthread_mutex_unlock(&site->lock);
+    event_capture(&rep);
+}
+
+/* The recapture failed and only the end said so: the plain capture takes
+ * its place now, and its end is what the program gets. */
+static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *graph)
+{
+    /* The failed capture is over (the end returned); fall_back() would end
+     * it again, so do its remaining steps here. */
+    cache_graph_discard(cap->target);
+    cap->target = NULL;
+    forget_changes(cap);
+    cap->path = PATH_FALLBACK;
+    snprintf(cap->reason, sizeof cap->reason, "recapture failed at end");
+    CUresult r = DRV_REAL(cuStreamBeginCapture_v2)(cap->origin.real, cap->mode);
+    if (r != CUDA_SUCCESS) {
+        event_error(cap->site, "after a failed recapture, the plain capture could not begin (%s)",
+                    drv_result_name(r));
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    size_t failed_at = 0;
+    if (!cap->journal.replayable)
+        event_error(cap->site, "the journal of the failed recapture is incomplete (%s)",
+                    cap->journal.why_not);
+    r = journal_replay(&cap->journal, &failed_at);
+    if (r != CUDA_SUCCESS)
+        event_error(cap->site, "replaying call %zu of the journal failed: %s", failed_at,
+                    drv_result_name(r));
+    return end_real(id, cap->origin.real, graph);
+}
+
+CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
+{
+    if (runtime_passthrough || !phGraph)
+        return end_real(id, stream, phGraph);
+
+    struct stream_ref s = ctab_stream_ref(id, stream);
+    struct capture *cap = ctab_find_origin(s.key);
+    if (!cap)
+        return end_real(id, stream, phGraph);
+
+    pthread_mutex_lock(&cap->lock);
+    if (cap->fallback_pending && may_end_here(cap))
+        fall_back(cap, cap->reason);
+
+    CUgraph graph = NULL;
+    CUresult r = end_real(id, stream, &graph);
+    if (r != CUDA_SUCCESS && stream_still_capturing(s.real)) {
+        /* Wrong thread and the like: the capture goes on, untouched. */
+        pthread_mutex_unlock(&cap->lock);
+        ctab_release(cap);
+        *phGraph = graph;
+        return r;
+    }
+
+    long nodes = -1;
+    if (cap->path == PATH_RECAPTURE) {
+        if (r == CUDA_ERROR_GRAPH_RECAPTURE_FAILURE) {
+            r = fall_back_at_end(cap, id, &graph);
+        } else if (r != CUDA_SUCCESS) {
+            /* The program broke its own capture (an illegal call): it gets
+             * the driver's answer, as with a plain capture; the graph that
+             * was being recaptured is undefined and goes. */
+            cache_graph_discard(cap->target);
+            cap->target = NULL;
+        } else if (graph != cap->target->graph) {
+            event_warning(cap->site, "the driver returned a new graph from a recapture; "
+                                     "the old one is left alone");
+            cap->target = NULL;
+            cap->path = PATH_FRESH;
+        } else {
+            nodes = cap->target->nodes;
+            account_recapture(cap);
+        }
+    }
+    if (r == CUDA_SUCCESS && graph && cap->path != PATH_RECAPTURE)
+        account_graph(cap, graph, &nodes);
+
+    *phGraph = graph;
+    ctab_unregister(cap);
+    report_end(cap, r, nodes);
+    pthread_mutex_unlock(&cap->lock);
+    ctab_release(cap);
+    return r;
+}
+
+void capture_after_fork_child(void)
+{
+    ctab_after_fork_child();
+}

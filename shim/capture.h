@@ -1,0 +1,33 @@
+/*
+ * capture.h - capture begin, end and the calls in between (prefix capture_).
+ *
+ * Owns: deciding at each capture begin whether this capture is observed,
+ * fresh, or a recapture into a released graph of the site; the recapture
+ * callback; journaling the calls made into a capture; and the transparent
+ * fallback: when a recapture fails at begin, at any call or at end, recap
+ * ends it, destroys the undefined graph exactly once, begins a plain
+ * capture and replays the journal, so the program sees what a plain capture
+ * would have given it. Must never: let CUDA_ERROR_GRAPH_RECAPTURE_FAILURE
+ * reach the program, pass off a journal that lost a call as complete, or
+ * call the driver from the recapture callback.
+ */
+#ifndef RECAP_CAPTURE_H
+#define RECAP_CAPTURE_H
+
+#include "shim/capture_table.h"
+#include "shim/driver_api.h"
+
+/* The cuStreamBeginCapture* hook (v1 forms pass GLOBAL and are never
+ * recaptured: they have no mode to recapture with). */
+CUresult capture_on_begin(enum drv_id id, CUstream hStream, CUstreamCaptureMode mode);
+
+/* The cuStreamEndCapture* hook. */
+CUresult capture_on_end(enum drv_id id, CUstream hStream, CUgraph *phGraph);
+
+/* The hook of every call a capture records or any capture query, reached
+ * only while some journaled capture is active. */
+CUresult capture_on_op(enum drv_id id, union drv_args *args);
+
+void capture_after_fork_child(void);
+
+#endif

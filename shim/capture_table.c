@@ -1,0 +1,180 @@
+/*
+ * capture_table.c - captures in progress, found by stream or event.
+ *
+ * There are as many active captures as threads capturing at once, so a
+ * list scanned under one short-held mutex is enough. References keep a
+ * capture alive while a call into it is in flight on another thread.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/capture_table.h"
+
+int ctab_journaled;
+
+static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct capture *active[256];
+static int nactive;
+static __thread char per_thread_stream_key;
+
+struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream)
+{
+    struct stream_ref ref = { stream, stream };
+    if (!stream)
+        ref.real = drv_table[id].ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+    /* Every thread's CU_STREAM_PER_THREAD is a different stream. */
+    ref.key = ref.real == CU_STREAM_PER_THREAD ? (const void *)&per_thread_stream_key
+                                               : (const void *)ref.real;
+    return ref;
+}
+
+struct capture *ctab_new(void)
+{
+    struct capture *cap = calloc(1, sizeof *cap);
+    if (!cap)
+        return NULL;
+    pthread_mutex_init(&cap->lock, NULL);
+    pthread_mutex_init(&cap->changes_lock, NULL);
+    journal_init(&cap->journal);
+    cap->refs = 1;
+    return cap;
+}
+
+void ctab_register(struct capture *cap)
+{
+    pthread_mutex_lock(&captures_lock);
+    if (nactive < (int)(sizeof active / sizeof active[0])) {
+        active[nactive++] = cap;
+        cap->refs++;
+        cap->member_keys[0] = cap->origin.key;
+        cap->nmembers = 1;
+        if (cap->journaled)
+            __atomic_add_fetch(&ctab_journaled, 1, __ATOMIC_RELEASE);
+    } else {
+        /* Beyond the table recap simply does not journal this capture. */
+        cap->journaled = 0;
+    }
+    pthread_mutex_unlock(&captures_lock);
+}
+
+void ctab_unregister(struct capture *cap)
+{
+    pthread_mutex_lock(&captures_lock);
+    for (int i = 0; i < nactive; i++) {
+        if (active[i] == cap) {
+            active[i] = active[--nactive];
+            cap->refs--;
+            if (cap->journaled)
+                __atomic_sub_fetch(&ctab_journaled, 1, __ATOMIC_RELEASE);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&captures_lock);
+}
+
+static struct capture *find(int (*match)(struct capture *, const void *), const void *what)
+{
+    struct capture *found = NULL;
+    pthread_mutex_lock(&captures_lock);
+    for (int i = 0; i < nactive && !found; i++)
+        if (match(active[i], what))
+            found = active[i];
+    if (found)
+        found->refs++;
+    pthread_mutex_unlock(&captures_lock);
+    return found;
+}
+
+static int match_member(struct capture *cap, const void *key)
+{
+    for (int i = 0; i < cap->nmembers; i++)
+        if (cap->member_keys[i] == key)
+            return 1;
+    return 0;
+}
+
+static int match_event(struct capture *cap, const void *event)
+{
+    for (int i = 0; i < cap->nevents; i++)
+        if (cap->events[i] == event)
+            return 1;
+    return 0;
+}
+
+static int match_origin(struct capture *cap, const void *key)
+{
+    return cap->origin.key == key;
+}
+
+struct capture *ctab_find_stream(const void *key)
+{
+    return find(match_member, key);
+}
+
+struct capture *ctab_find_event(CUevent event)
+{
+    return event ? find(match_event, event) : NULL;
+}
+
+struct capture *ctab_find_origin(const void *key)
+{
+    return find(match_origin, key);
+}
+
+int ctab_is_member(struct capture *cap, const void *key)
+{
+    pthread_mutex_lock(&captures_lock);
+    int member = match_member(cap, key);
+    pthread_mutex_unlock(&captures_lock);
+    return member;
+}
+
+void ctab_add_member(struct capture *cap, const void *key)
+{
+    pthread_mutex_lock(&captures_lock);
+    if (!match_member(cap, key)) {
+        if (cap->nmembers < CAPTURE_MAX_STREAMS)
+            cap->member_keys[cap->nmembers++] = key;
+        else
+            cap->membership_overflow = 1;
+    }
+    pthread_mutex_unlock(&captures_lock);
+}
+
+void ctab_add_event(struct capture *cap, CUevent event)
+{
+    pthread_mutex_lock(&captures_lock);
+    if (!match_event(cap, event)) {
+        if (cap->nevents < CAPTURE_MAX_EVENTS)
+            cap->events[cap->nevents++] = event;
+        else
+            cap->membership_overflow = 1;
+    }
+    pthread_mutex_unlock(&captures_lock);
+}
+
+void ctab_release(struct capture *cap)
+{
+    pthread_mutex_lock(&captures_lock);
+    int last = --cap->refs == 0;
+    pthread_mutex_unlock(&captures_lock);
+    if (!last)
+        return;
+    journal_free(&cap->journal);
+    free(cap->changed);
+    pthread_mutex_destroy(&cap->lock);
+    pthread_mutex_destroy(&cap->changes_lock);
+    free(cap);
+}
+
+void ctab_after_fork_child(void)
+{
+    pthread_mutex_init(&captures_lock, NULL);
+    for (int i = 0; i < nactive; i++) {
+        journal_free(&active[i]->journal);
+        free(active[i]->changed);
+        free(active[i]);
+    }
+    nactive = 0;
+    ctab_journaled = 0;
+}

@@ -1,0 +1,105 @@
+/*
+ * capture_table.h - the captures in progress that recap is part of
+ * (module prefix ctab_).
+ *
+ * Owns: the struct capture of every capture begun at an enabled site, from
+ * its begin to its end, and the questions "which capture does this stream
+ * belong to" and "which capture recorded this event", which decide whether
+ * a call is journaled. Must never: call the driver, or hold captures_lock
+ * while taking any other lock (it is the innermost lock of recap).
+ */
+#ifndef RECAP_CAPTURE_TABLE_H
+#define RECAP_CAPTURE_TABLE_H
+
+#include <pthread.h>
+
+#include "shim/cache.h"
+#include "shim/journal.h"
+
+#define CAPTURE_MAX_STREAMS 64
+#define CAPTURE_MAX_EVENTS 256
+
+enum capture_path { PATH_OBSERVE, PATH_FRESH, PATH_RECAPTURE, PATH_FALLBACK };
+
+/* A stream as recap tells streams apart: the per-thread default stream of
+ * each thread is its own stream, so it gets a key of its own. */
+struct stream_ref {
+    CUstream real;          /* what recap passes to the driver */
+    const void *key;        /* what identifies it in the table */
+};
+
+struct capture {
+    struct stream_ref origin;
+    pthread_t owner;                 /* thread that began the capture */
+    enum drv_id begin_id;
+    CUstreamCaptureMode mode;
+    struct site *site;
+    unsigned long seq;
+    enum capture_path path;
+    char reason[200];
+    int journaled;                   /* counted in ctab_journaled */
+    struct journal journal;
+    struct graph_rec *target;        /* TAKEN graph being recaptured into */
+    cuuint64_t app_capture_id;       /* the id the program saw, if any */
+    int fallback_pending;            /* failure seen where it cannot be handled */
+    double t0;
+
+    /* Filled by the recapture callback, inside driver calls. */
+    pthread_mutex_t changes_lock;
+    struct changed_node *changed;
+    size_t nchanged, changed_capacity;
+    unsigned long eligible, ineligible, errors;
+    int changes_lost;                /* out of memory while recording */
+
+    /* Membership, written under captures_lock and this capture's lock. */
+    const void *member_keys[CAPTURE_MAX_STREAMS];
+    int nmembers;
+    CUevent events[CAPTURE_MAX_EVENTS];
+    int nevents;
+    int membership_overflow;
+
+    pthread_mutex_t lock;            /* serialises calls into this capture */
+    int refs;                        /* under captures_lock */
+};
+
+/* Number of registered journaled captures; wrappers read it to skip all
+ * capture work when zero. */
+extern int ctab_journaled;
+
+static inline int capture_any_journaled(void)
+{
+    return __atomic_load_n(&ctab_journaled, __ATOMIC_RELAXED) != 0;
+}
+
+struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream);
+
+/* A new capture (one reference, held by the caller), not yet registered. */
+struct capture *ctab_new(void);
+
+/* Makes the capture findable by its origin stream. */
+void ctab_register(struct capture *cap);
+
+/* Removes it from the table; the caller's reference remains. */
+void ctab_unregister(struct capture *cap);
+
+/* The registered capture a stream belongs to (origin or joined), with a
+ * reference for the caller, or NULL. */
+struct capture *ctab_find_stream(const void *key);
+
+/* The registered capture that recorded an event, referenced, or NULL. */
+struct capture *ctab_find_event(CUevent event);
+
+/* The registered capture begun on this origin stream, referenced, or NULL. */
+struct capture *ctab_find_origin(const void *key);
+
+/* Membership updates (caller holds cap->lock). */
+int ctab_is_member(struct capture *cap, const void *key);
+void ctab_add_member(struct capture *cap, const void *key);
+void ctab_add_event(struct capture *cap, CUevent event);
+
+void ctab_release(struct capture *cap);
+
+/* In a fork child: forget every capture (their streams are the parent's). */
+void ctab_after_fork_child(void);
+
+#endif

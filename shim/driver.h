@@ -1,0 +1,61 @@
+/*
+ * driver.h - the real CUDA driver behind recap (module prefix drv_).
+ *
+ * Owns: loading libcuda.so.1 once, the real function pointers of every entry
+ * of driver_api.def, the way back from a real pointer or an exact name to
+ * recap's entry, and what the loaded driver can do (its version, whether it
+ * has the 13.3 recapture API). Must never: call one of recap's own wrappers
+ * (only drv_real_fn), log, or act on the program's calls.
+ */
+#ifndef RECAP_DRIVER_H
+#define RECAP_DRIVER_H
+
+#include "shim/driver_api.h"
+
+/* Nonzero once drv_load() has finished (successfully or not). */
+extern int drv_loaded;
+
+/* Every wrapper starts with this: a load and a branch once loaded. */
+#define DRV_ENSURE_LOADED()                                                   \
+    do {                                                                      \
+        if (__builtin_expect(!__atomic_load_n(&drv_loaded, __ATOMIC_ACQUIRE), 0)) \
+            drv_load();                                                       \
+    } while (0)
+
+typedef CUresult (CUDAAPI *drv_recapture_begin_fn)(CUstream, CUstreamCaptureMode, CUgraph,
+                                                   CUgraphRecaptureCallback, void *);
+
+struct drv_caps {
+    int usable;                /* libcuda found and it is not recap itself */
+    int version;               /* cuDriverGetVersion, 0 if unknown */
+    drv_recapture_begin_fn recapture_begin;   /* NULL before 13.3 */
+    char path[256];            /* where libcuda was found */
+    char problem[256];         /* why not usable, "" otherwise */
+};
+
+extern struct drv_caps drv_caps;
+
+/* Loads the driver and starts recap's runtime, once per process; other
+ * threads wait, the loading thread's re-entrant calls return at once. */
+void drv_load(void);
+
+/* Nonzero on the thread that is inside drv_load(). */
+int drv_loading_on_this_thread(void);
+
+/* The entry of an exact exported name, or -1. */
+int drv_find_symbol(const char *name);
+
+/* The entry whose real function is `real`, or -1. Where several exact
+ * names share one function, the one matching `base` (if given), the
+ * per-thread flag and the newest version <= cuda_version wins. */
+int drv_find_pointer(const void *real, const char *base, int cuda_version, int per_thread);
+
+/* "CUDA_ERROR_..." for a result, without calling into the driver when it
+ * cannot be trusted; never NULL. */
+const char *drv_result_name(CUresult r);
+
+/* In a fork child: nothing to do for the driver itself (handles stay), but
+ * the loading lock must be usable again. */
+void drv_after_fork_child(void);
+
+#endif

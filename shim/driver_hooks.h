@@ -1,0 +1,14 @@
+/*
+ * driver_hooks.h - what the generated wrappers call: the hook of each role
+ * (see driver_api.def). Only driver_wrappers.c and driver_api.c include it.
+ */
+#ifndef RECAP_DRIVER_HOOKS_H
+#define RECAP_DRIVER_HOOKS_H
+
+#include "shim/cache.h"
+#include "shim/capture.h"
+#include "shim/driver.h"
+#include "shim/exec_reuse.h"
+#include "shim/interpose.h"
+
+#endif

@@ -1,0 +1,236 @@
+/*
+ * events.c - one function per log event, so the schema lives in one place
+ * (scripts/recap reads exactly these keys). Each event is one line built on
+ * the stack and written with one write(2) by jlog.
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "policy/config.h"
+#include "shim/driver.h"
+#include "shim/events.h"
+#include "shim/jlog.h"
+#include "shim/runtime.h"
+#include "shim/sites.h"
+
+#ifndef RECAP_VERSION
+#define RECAP_VERSION "unknown"
+#endif
+
+static int event_start_written;
+
+static int event_begin(struct jlog_line *l, const char *name)
+{
+    if (!jlog_enabled())
+        return 0;
+    if (!__atomic_exchange_n(&event_start_written, 1, __ATOMIC_ACQ_REL))
+        event_start();
+    jlog_line_begin(l, name);
+    return 1;
+}
+
+void event_start(void)
+{
+    struct jlog_line l;
+    char exe[PATH_MAX];
+    ssize_t n;
+
+    __atomic_store_n(&event_start_written, 1, __ATOMIC_RELEASE);
+    if (!jlog_enabled())
+        return;
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+
+    jlog_line_begin(&l, "start");
+    jlog_str(&l, "version", RECAP_VERSION);
+    jlog_str(&l, "exe", exe);
+    if (drv_caps.version)
+        jlog_i64(&l, "driver", drv_caps.version);
+    else
+        jlog_str(&l, "driver", NULL);
+    jlog_bool(&l, "recapture_api", drv_caps.recapture_begin != NULL);
+    jlog_str(&l, "mode", conf_mode_name(runtime_settings.mode));
+    jlog_str(&l, "sites", runtime_settings.sites_text[0] ? runtime_settings.sites_text : "all");
+    jlog_str(&l, "config", runtime_settings.config_path[0] ? runtime_settings.config_path : NULL);
+    jlog_str(&l, "log", jlog_path());
+    jlog_bool(&l, "degraded", runtime_settings.degraded);
+    jlog_line_emit(&l);
+}
+
+void event_site(const struct site *site, const struct site_stack *stack)
+{
+    struct jlog_line l;
+    char frame[512];
+
+    runtime_verbose("new site %016llx (%s)", (unsigned long long)site->id,
+                    conf_mode_name(site->policy.mode));
+    if (!event_begin(&l, "site"))
+        return;
+    jlog_site(&l, "site", site->id);
+    jlog_array_begin(&l, "frames");
+    for (int i = 0; stack && i < stack->depth; i++) {
+        site_frame_format(stack->pc[i], frame, sizeof frame);
+        jlog_str(&l, NULL, frame);
+    }
+    jlog_array_end(&l);
+    jlog_str(&l, "label", site->policy.label);
+    jlog_str(&l, "mode", conf_mode_name(site->policy.mode));
+    jlog_line_emit(&l);
+}
+
+void event_capture(const struct capture_report *r)
+{
+    struct jlog_line l;
+
+    runtime_verbose("capture end site %016llx #%lu: %s%s%s, %ld nodes, %lu changed (%s)",
+                    (unsigned long long)r->site->id, r->seq, r->path,
+                    r->reason ? " - " : "", r->reason ? r->reason : "", r->nodes, r->changed,
+                    drv_result_name((CUresult)r->result));
+    if (!event_begin(&l, "capture"))
+        return;
+    jlog_site(&l, "site", r->site->id);
+    jlog_u64(&l, "seq", r->seq);
+    jlog_str(&l, "path", r->path);
+    jlog_str(&l, "reason", r->reason);
+    if (r->nodes >= 0)
+        jlog_i64(&l, "nodes", r->nodes);
+    else
+        jlog_str(&l, "nodes", NULL);
+    jlog_u64(&l, "changed", r->changed);
+    jlog_u64(&l, "eligible", r->eligible);
+    jlog_u64(&l, "ineligible", r->ineligible);
+    jlog_u64(&l, "errors", r->errors);
+    jlog_f64(&l, "us", r->us);
+    if (r->result != CUDA_SUCCESS)
+        jlog_str(&l, "result", drv_result_name((CUresult)r->result));
+    jlog_line_emit(&l);
+}
+
+void event_instantiate(const struct site *site, unsigned long seq, const char *how,
+                       const char *reason, double us)
+{
+    struct jlog_line l;
+
+    runtime_verbose("instantiate site %016llx #%lu: %s%s%s (%.1f us)",
+                    (unsigned long long)site->id, seq, how, reason ? " - " : "",
+                    reason ? reason : "", us);
+    if (!event_begin(&l, "instantiate"))
+        return;
+    jlog_site(&l, "site", site->id);
+    jlog_u64(&l, "seq", seq);
+    jlog_str(&l, "how", how);
+    jlog_str(&l, "reason", reason);
+    jlog_f64(&l, "us", us);
+    jlog_line_emit(&l);
+}
+
+static void event_message(const char *name, const struct site *site, const char *fmt, va_list ap)
+{
+    struct jlog_line l;
+    char text[1024];
+
+    vsnprintf(text, sizeof text, fmt, ap);
+    if (site)
+        runtime_verbose("%s: site %016llx: %s", name, (unsigned long long)site->id, text);
+    else
+        runtime_verbose("%s: %s", name, text);
+    if (!event_begin(&l, name))
+        return;
+    if (site)
+        jlog_site(&l, "site", site->id);
+    else
+        jlog_str(&l, "site", NULL);
+    jlog_str(&l, "message", text);
+    jlog_line_emit(&l);
+}
+
+void event_warning(const struct site *site, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    event_message("warning", site, fmt, ap);
+    va_end(ap);
+}
+
+void event_error(const struct site *site, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    event_message("error", site, fmt, ap);
+    va_end(ap);
+}
+
+/* --- end: totals per site and overall ------------------------------------ */
+
+static void counters_json(struct jlog_line *l, const struct site_counters *c)
+{
+    jlog_u64(l, "captures", c->captures);
+    jlog_u64(l, "recaptured", c->recaptured);
+    jlog_u64(l, "fallbacks", c->fallbacks);
+    jlog_u64(l, "fresh", c->fresh);
+    jlog_u64(l, "observed", c->observed);
+    jlog_u64(l, "instantiations", c->instantiations);
+    jlog_u64(l, "reused", c->reused);
+    jlog_u64(l, "new", c->how_new);
+    jlog_u64(l, "update", c->how_update);
+    jlog_u64(l, "delta", c->how_delta);
+    jlog_u64(l, "reuse", c->how_reuse);
+    jlog_f64(l, "inst_new_us", c->inst_new_us);
+    jlog_f64(l, "reuse_us", c->reuse_us);
+}
+
+struct end_walk {
+    struct jlog_line *line;
+    struct site_counters total;
+};
+
+static void end_one_site(struct site *site, void *arg)
+{
+    struct end_walk *w = arg;
+    /* Site locks are never held across a driver call, so taking one here,
+     * at exit, cannot wait on a thread stuck in the driver. */
+    pthread_mutex_lock(&site->lock);
+    struct site_counters c = site->count;
+    pthread_mutex_unlock(&site->lock);
+    jlog_object_begin(w->line, NULL);
+    jlog_site(w->line, "site", site->id);
+    counters_json(w->line, &c);
+    jlog_object_end(w->line);
+    w->total.captures += c.captures;
+    w->total.recaptured += c.recaptured;
+    w->total.fallbacks += c.fallbacks;
+    w->total.fresh += c.fresh;
+    w->total.observed += c.observed;
+    w->total.instantiations += c.instantiations;
+    w->total.reused += c.reused;
+    w->total.how_new += c.how_new;
+    w->total.how_update += c.how_update;
+    w->total.how_delta += c.how_delta;
+    w->total.how_reuse += c.how_reuse;
+    w->total.inst_new_us += c.inst_new_us;
+    w->total.reuse_us += c.reuse_us;
+}
+
+void event_end(void)
+{
+    struct jlog_line l;
+    struct end_walk w = { .line = &l };
+
+    if (!__atomic_load_n(&event_start_written, __ATOMIC_ACQUIRE) || !jlog_enabled())
+        return;
+    jlog_line_begin(&l, "end");
+    jlog_array_begin(&l, "sites");
+    sites_for_each(end_one_site, &w);
+    jlog_array_end(&l);
+    jlog_object_begin(&l, "totals");
+    counters_json(&l, &w.total);
+    jlog_object_end(&l);
+    jlog_line_emit(&l);
+}
+
+void event_after_fork_child(void)
+{
+    __atomic_store_n(&event_start_written, 0, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,41 @@
+/*
+ * events.h - the events of the per-run log (module prefix event_).
+ *
+ * Owns: the schema of each event (which keys, in which order) and the
+ * "start" line that opens each process's log. jlog.c owns the writing.
+ * Must never: call the driver or take a site's lock (callers pass what
+ * the event needs; end totals are read without locks at exit).
+ */
+#ifndef RECAP_EVENTS_H
+#define RECAP_EVENTS_H
+
+#include "policy/site.h"
+
+struct site;
+
+struct capture_report {
+    const struct site *site;
+    unsigned long seq;
+    const char *path;          /* recapture, fresh, fallback, observe */
+    const char *reason;        /* NULL when path is recapture */
+    long nodes;                /* -1: unknown (capture failed) */
+    unsigned long changed, eligible, ineligible, errors;
+    double us;
+    int result;                /* CUresult the program saw from the end */
+};
+
+void event_start(void);
+void event_site(const struct site *site, const struct site_stack *stack);
+void event_capture(const struct capture_report *r);
+void event_instantiate(const struct site *site, unsigned long seq, const char *how,
+                       const char *reason, double us);
+void event_warning(const struct site *site, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void event_error(const struct site *site, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void event_end(void);
+
+/* In a fork child: its first event opens its own log with a "start". */
+void event_after_fork_child(void);
+
+#endif

@@ -1,0 +1,264 @@
+/*
+ * exec_reuse.c - instantiate by updating what the program released.
+ *
+ * An executable graph recap hands out is always one whose parameters equal
+ * the graph's: either freshly instantiated, or updated as a whole with
+ * cuGraphExecUpdate, or - when it was instantiated from this very graph,
+ * last brought up to the graph's previous version, and the recapture since
+ * reported every change as eligible - updated node by node. The per-node
+ * path needs the graph's own node handles (recapture keeps them) and no
+ * edit of any graph by the program in between (the mutation epoch).
+ */
+#include <stdio.h>
+
+#include "shim/cache.h"
+#include "shim/driver.h"
+#include "shim/events.h"
+#include "shim/exec_reuse.h"
+#include "shim/runtime.h"
+#include "shim/sites.h"
+
+static unsigned long graph_mutation_epoch;
+
+void graph_note_mutated(void)
+{
+    __atomic_add_fetch(&graph_mutation_epoch, 1, __ATOMIC_RELAXED);
+}
+
+/* --- the request, whichever entry point ------------------------------------------ */
+
+static unsigned long long request_flags(const struct inst_request *rq)
+{
+    return rq->params ? rq->params->flags : rq->flags;
+}
+
+static CUresult instantiate_real(const struct inst_request *rq)
+{
+    switch (rq->id) {
+    case DRV_cuGraphInstantiateWithFlags:
+        return DRV_REAL(cuGraphInstantiateWithFlags)(rq->ph_exec, rq->graph, rq->flags);
+    case DRV_cuGraphInstantiateWithParams:
+    case DRV_cuGraphInstantiateWithParams_ptsz:
+        return ((drv_fn_cuGraphInstantiateWithParams)drv_real_fn[rq->id])(rq->ph_exec, rq->graph,
+                                                                           rq->params);
+    default:
+        return ((drv_fn_cuGraphInstantiate_v2)drv_real_fn[rq->id])(rq->ph_exec, rq->graph,
+                                                                    rq->error_node, rq->log,
+                                                                    rq->log_size);
+    }
+}
+
+/* Instantiation may need device memory recap's cache is holding. */
+static CUresult instantiate_with_oom_retry(const struct inst_request *rq)
+{
+    CUresult r = instantiate_real(rq);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && cache_release_for_oom())
+        r = instantiate_real(rq);
+    return r;
+}
+
+/* What a successful instantiation reports, for a reused executable graph. */
+static void report_success(const struct inst_request *rq, CUgraphExec exec)
+{
+    *rq->ph_exec = exec;
+    if (rq->params) {
+        rq->params->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+        rq->params->hErrNode_out = NULL;
+    }
+    if (rq->error_node)
+        *rq->error_node = NULL;
+    if (rq->log && rq->log_size)
+        rq->log[0] = '\0';
+}
+
+/* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD asks for the upload that
+ * instantiation would have done, into the given stream. */
+static CUresult upload_if_asked(const struct inst_request *rq, CUgraphExec exec)
+{
+    if (!(request_flags(rq) & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+        return CUDA_SUCCESS;
+    CUstream stream = rq->params ? rq->params->hUploadStream : NULL;
+    if (rq->id == DRV_cuGraphInstantiateWithParams_ptsz)
+        return DRV_REAL(cuGraphUpload_ptsz)(exec, stream);
+    return DRV_REAL(cuGraphUpload)(exec, stream);
+}
+
+/* --- bringing a released executable graph up to date ------------------------------ */
+
+static CUresult apply_changed_node(CUgraphExec exec, const struct changed_node *c, CUcontext ctx)
+{
+    CUresult r;
+    switch (c->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS p;
+        r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(c->node, &p);
+        return r ? r : DRV_REAL(cuGraphExecKernelNodeSetParams_v2)(exec, c->node, &p);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS p;
+        r = DRV_REAL(cuGraphMemsetNodeGetParams)(c->node, &p);
+        return r ? r : DRV_REAL(cuGraphExecMemsetNodeSetParams)(exec, c->node, &p, ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        CUDA_MEMCPY3D p;
+        r = DRV_REAL(cuGraphMemcpyNodeGetParams)(c->node, &p);
+        return r ? r : DRV_REAL(cuGraphExecMemcpyNodeSetParams)(exec, c->node, &p, ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        CUDA_HOST_NODE_PARAMS p;
+        r = DRV_REAL(cuGraphHostNodeGetParams)(c->node, &p);
+        return r ? r : DRV_REAL(cuGraphExecHostNodeSetParams)(exec, c->node, &p);
+    }
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+enum sync_how { SYNC_REUSE, SYNC_DELTA, SYNC_UPDATE };
+
+static const char *const how_names[] = { [SYNC_REUSE] = "reuse", [SYNC_DELTA] = "delta",
+                                         [SYNC_UPDATE] = "update" };
+
+/* Whether the recapture's change list alone brings `e` up to `g`. */
+static int delta_applies(const struct exec_rec *e, const struct graph_rec *g)
+{
+    return g->changes_known && !e->mutated && e->source_serial == g->serial &&
+           e->synced_serial == g->serial && e->synced_version + 1 == g->version &&
+           e->synced_epoch == __atomic_load_n(&graph_mutation_epoch, __ATOMIC_RELAXED);
+}
+
+/* Brings a TAKEN executable graph up to the program's graph. Returns 0 and
+ * how, or -1 with the reason when the executable graph cannot be used. */
+static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum sync_how *how,
+                     char *why, size_t len)
+{
+    if (delta_applies(e, g)) {
+        size_t k = g->nchanged;
+        if (k == 0) {
+            *how = SYNC_REUSE;
+            return 0;
+        }
+        if (g->nodes > 0 && k * 100 <= (size_t)g->nodes * EXEC_DELTA_MAX_PERCENT) {
+            CUcontext ctx = NULL;
+            DRV_REAL(cuCtxGetCurrent)(&ctx);
+            size_t i = 0;
+            while (i < k && apply_changed_node(e->exec, &g->changed[i], ctx) == CUDA_SUCCESS)
+                i++;
+            if (i == k) {
+                *how = SYNC_DELTA;
+                return 0;
+            }
+            /* Partly applied: the whole update below rewrites every node. */
+        }
+    }
+    CUgraphExecUpdateResultInfo info = { 0 };
+    CUresult r = DRV_REAL(cuGraphExecUpdate_v2)(e->exec, g->graph, &info);
+    if (r == CUDA_SUCCESS) {
+        *how = SYNC_UPDATE;
+        return 0;
+    }
+    snprintf(why, len, "cuGraphExecUpdate failed: %s (result %d)", drv_result_name(r),
+             (int)info.result);
+    return -1;
+}
+
+/* --- the hook ----------------------------------------------------------------------- */
+
+static int site_reuses_execs(const struct site *site)
+{
+    return site->policy.mode == RECAP_MODE_AUTO || site->policy.mode == RECAP_MODE_UPDATE;
+}
+
+static void count_instantiation(struct site *site, const char *how, double us)
+{
+    pthread_mutex_lock(&site->lock);
+    site->count.instantiations++;
+    if (how[0] == 'n') {
+        site->count.how_new++;
+        site->count.inst_new_us += us;
+    } else {
+        site->count.reused++;
+        site->count.reuse_us += us;
+        if (how[0] == 'u')
+            site->count.how_update++;
+        else if (how[0] == 'd')
+            site->count.how_delta++;
+        else
+            site->count.how_reuse++;
+    }
+    pthread_mutex_unlock(&site->lock);
+}
+
+CUresult exec_on_instantiate(const struct inst_request *rq)
+{
+    if (runtime_passthrough || !rq->ph_exec)
+        return instantiate_real(rq);
+    struct graph_rec *g = cache_graph_held(rq->graph);
+    if (!g)
+        return instantiate_real(rq);
+
+    struct site *site = g->site;
+    unsigned long long flags = request_flags(rq) & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+    unsigned long seq;
+    pthread_mutex_lock(&site->lock);
+    seq = site->seq;
+    pthread_mutex_unlock(&site->lock);
+
+    double t0 = runtime_now_us();
+    char reason[200] = "";
+    const char *how = "new";
+    int reusable = site_reuses_execs(site) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
+
+    struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
+    if (e) {
+        enum sync_how sync;
+        if (sync_exec(e, g, &sync, reason, sizeof reason) == 0) {
+            how = how_names[sync];
+        } else {
+            cache_exec_discard(e);
+            e = NULL;
+        }
+    } else if (!reusable) {
+        snprintf(reason, sizeof reason, (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
+                                            ? "device-launchable graphs are not reused"
+                                            : "site mode does not reuse executable graphs");
+    } else {
+        snprintf(reason, sizeof reason, "no released executable graph of this shape and flags");
+    }
+
+    CUresult r;
+    if (e) {
+        e->synced_serial = g->serial;
+        e->synced_version = g->version;
+        e->synced_epoch = __atomic_load_n(&graph_mutation_epoch, __ATOMIC_RELAXED);
+        r = upload_if_asked(rq, e->exec);
+        if (r == CUDA_SUCCESS) {
+            report_success(rq, e->exec);
+            cache_exec_hand_out(e);
+        } else {
+            cache_exec_discard(e);
+            snprintf(reason, sizeof reason, "upload of a reused executable graph failed: %s",
+                     drv_result_name(r));
+            e = NULL;
+            how = "new";
+        }
+    }
+    if (!e) {
+        r = instantiate_with_oom_retry(rq);
+        if (r != CUDA_SUCCESS)
+            return r;
+        if (reusable) {
+            struct exec_rec *rec = cache_exec_track(*rq->ph_exec, site, flags, g->shape, g->nodes,
+                                                    g->serial);
+            if (rec) {
+                rec->synced_serial = g->serial;
+                rec->synced_version = g->version;
+                rec->synced_epoch = __atomic_load_n(&graph_mutation_epoch, __ATOMIC_RELAXED);
+            }
+        }
+    }
+    double us = runtime_now_us() - t0;
+    count_instantiation(site, how, us);
+    event_instantiate(site, seq, how, reason[0] ? reason : NULL, us);
+    return CUDA_SUCCESS;
+}

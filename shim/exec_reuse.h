@@ -1,0 +1,44 @@
+/*
+ * exec_reuse.h - instantiation as an update of a released executable graph
+ * (module prefix exec_).
+ *
+ * Owns: the cuGraphInstantiate* hook: for a graph captured at an enabled
+ * site, take a released executable graph of the same site, flags and shape
+ * and bring it up to date - nothing to do when a recapture changed nothing,
+ * only the changed nodes when few changed ("delta"), else a whole
+ * cuGraphExecUpdate - instead of instantiating; a failed update destroys
+ * that executable graph and instantiates. Also the graph-mutation epoch
+ * that tells when the program edited graphs itself. Must never: hand the
+ * program an executable graph whose parameters differ from its graph's.
+ */
+#ifndef RECAP_EXEC_REUSE_H
+#define RECAP_EXEC_REUSE_H
+
+#include "shim/driver_api.h"
+
+/* Apply only the changed nodes while they are at most this percentage of
+ * the graph's nodes; above it one whole-graph update is cheaper. Measured
+ * on an H200 with driver 13.0 by scripts/bench-delta (see README): a
+ * per-node setter costs about as much as updating 3-6 nodes wholesale. */
+#define EXEC_DELTA_MAX_PERCENT 20
+
+/* One instantiation request, whichever entry point it came through. */
+struct inst_request {
+    enum drv_id id;
+    CUgraphExec *ph_exec;
+    CUgraph graph;
+    unsigned long long flags;                /* cuGraphInstantiateWithFlags */
+    CUDA_GRAPH_INSTANTIATE_PARAMS *params;   /* cuGraphInstantiateWithParams */
+    CUgraphNode *error_node;                 /* legacy cuGraphInstantiate */
+    char *log;
+    size_t log_size;
+};
+
+CUresult exec_on_instantiate(const struct inst_request *rq);
+
+/* The program edited some graph itself (any graph: node setters do not
+ * name the graph). Executable graphs synchronised before this can no longer
+ * be brought up to date from a recapture's change list alone. */
+void graph_note_mutated(void);
+
+#endif

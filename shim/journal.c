@@ -1,0 +1,367 @@
+/*
+ * journal.c - copy a capture's calls so they can be made again.
+ *
+ * Argument data lives in chunks owned by the journal; each recorded call's
+ * pointers are redirected to those copies, so the program may reuse its
+ * argument arrays the moment a launch returns, as CUDA allows. Replaying is
+ * calling the real driver with the recorded arguments, in order: forks and
+ * joins of other streams come back through the recorded event records and
+ * waits.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/journal.h"
+#include "shim/kparams.h"
+
+#define JOURNAL_CHUNK_BYTES (64 * 1024)
+
+struct journal_chunk {
+    struct journal_chunk *next;
+    size_t used, cap;
+    unsigned char data[];
+};
+
+void journal_init(struct journal *j)
+{
+    memset(j, 0, sizeof *j);
+    j->replayable = 1;
+}
+
+void journal_free(struct journal *j)
+{
+    while (j->chunks) {
+        struct journal_chunk *next = j->chunks->next;
+        free(j->chunks);
+        j->chunks = next;
+    }
+    free(j->ops);
+    memset(j, 0, sizeof *j);
+}
+
+static void mark_unreplayable(struct journal *j, const char *why)
+{
+    if (j->replayable) {
+        j->replayable = 0;
+        snprintf(j->why_not, sizeof j->why_not, "%s", why);
+    }
+}
+
+/* Bump allocation, 16-byte aligned (kernel arguments may need it). */
+static void *journal_alloc(struct journal *j, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    struct journal_chunk *c = j->chunks;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > JOURNAL_CHUNK_BYTES ? n : JOURNAL_CHUNK_BYTES;
+        c = malloc(sizeof *c + cap + 15);
+        if (!c)
+            return NULL;
+        c->cap = cap;
+        c->used = (size_t)(-(uintptr_t)c->data & 15);
+        c->next = j->chunks;
+        j->chunks = c;
+    }
+    void *p = c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+static void *journal_dup(struct journal *j, const void *src, size_t n)
+{
+    void *p = journal_alloc(j, n ? n : 1);
+    if (p && n)
+        memcpy(p, src, n);
+    return p;
+}
+
+/* --- kernel launches: where their pointer arguments are ------------------- */
+
+struct kernel_view {
+    CUfunction f;
+    void ***params;                /* &kernelParams */
+    void ***extra;                 /* &extra, or NULL (cooperative launches) */
+    const CUlaunchConfig **config; /* &config, or NULL */
+};
+
+static int kernel_view_of(enum drv_id id, union drv_args *a, struct kernel_view *v)
+{
+    memset(v, 0, sizeof *v);
+    switch (id) {
+#define PLAIN_LAUNCH(sym)                                          \
+    case DRV_##sym:                                                \
+        v->f = a->sym.f, v->params = &a->sym.kernelParams, v->extra = &a->sym.extra; \
+        return 1;
+    PLAIN_LAUNCH(cuLaunchKernel)
+    PLAIN_LAUNCH(cuLaunchKernel_ptsz)
+#undef PLAIN_LAUNCH
+    case DRV_cuLaunchCooperativeKernel:
+        v->f = a->cuLaunchCooperativeKernel.f;
+        v->params = &a->cuLaunchCooperativeKernel.kernelParams;
+        return 1;
+    case DRV_cuLaunchCooperativeKernel_ptsz:
+        v->f = a->cuLaunchCooperativeKernel_ptsz.f;
+        v->params = &a->cuLaunchCooperativeKernel_ptsz.kernelParams;
+        return 1;
+    case DRV_cuLaunchKernelEx:
+        v->f = a->cuLaunchKernelEx.f, v->params = &a->cuLaunchKernelEx.kernelParams;
+        v->extra = &a->cuLaunchKernelEx.extra, v->config = &a->cuLaunchKernelEx.config;
+        return 1;
+    case DRV_cuLaunchKernelEx_ptsz:
+        v->f = a->cuLaunchKernelEx_ptsz.f, v->params = &a->cuLaunchKernelEx_ptsz.kernelParams;
+        v->extra = &a->cuLaunchKernelEx_ptsz.extra, v->config = &a->cuLaunchKernelEx_ptsz.config;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The argument buffer an `extra` array names, or NULL with *bad set when
+ * the array holds something recap does not understand. */
+static const void *extra_buffer(void **extra, size_t *size, int *bad)
+{
+    const void *buffer = NULL;
+    int have_size = 0;
+    *bad = 0;
+    for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+            buffer = extra[i + 1];
+        } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) {
+            *size = *(const size_t *)extra[i + 1];
+            have_size = 1;
+        } else {
+            *bad = 1;
+            return NULL;
+        }
+        if (i > 64) {
+            *bad = 1;
+            return NULL;
+        }
+    }
+    if (buffer && !have_size)
+        *bad = 1;
+    return buffer;
+}
+
+static int kernel_can_copy(struct kernel_view *v, const char **why)
+{
+    if (*v->params) {
+        if (!kparams_of(v->f)->known) {
+            *why = "a kernel whose argument sizes the driver does not report";
+            return 0;
+        }
+        return 1;
+    }
+    if (v->extra && *v->extra) {
+        size_t size = 0;
+        int bad;
+        extra_buffer(*v->extra, &size, &bad);
+        if (bad) {
+            *why = "a kernel launched with an 'extra' array recap cannot read";
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int copy_kernel(struct journal *j, struct kernel_view *v)
+{
+    if (v->config && *v->config) {
+        CUlaunchConfig *cfg = journal_dup(j, *v->config, sizeof **v->config);
+        if (!cfg)
+            return -1;
+        if (cfg->numAttrs) {
+            cfg->attrs = journal_dup(j, cfg->attrs, cfg->numAttrs * sizeof *cfg->attrs);
+            if (!cfg->attrs)
+                return -1;
+        }
+        *v->config = cfg;
+    }
+    if (*v->params) {
+        const struct kparams_layout *l = kparams_of(v->f);
+        void **copy = journal_alloc(j, (l->count ? l->count : 1) * sizeof *copy);
+        if (!copy)
+            return -1;
+        for (unsigned i = 0; i < l->count; i++) {
+            copy[i] = journal_dup(j, (*v->params)[i], l->size[i]);
+            if (!copy[i])
+                return -1;
+        }
+        *v->params = copy;
+        return 0;
+    }
+    if (v->extra && *v->extra) {
+        size_t size = 0;
+        int bad;
+        const void *buffer = extra_buffer(*v->extra, &size, &bad);
+        void **copy = journal_alloc(j, 5 * sizeof *copy);
+        size_t *size_copy = journal_dup(j, &size, sizeof size);
+        void *buffer_copy = buffer ? journal_dup(j, buffer, size) : NULL;
+        if (!copy || !size_copy || (buffer && !buffer_copy))
+            return -1;
+        copy[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+        copy[1] = buffer_copy;
+        copy[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+        copy[3] = size_copy;
+        copy[4] = CU_LAUNCH_PARAM_END;
+        *v->extra = copy;
+    }
+    return 0;
+}
+
+/* --- which node a call adds -------------------------------------------------- */
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static int node_created_by(enum drv_id id, const union drv_args *a, CUgraphNodeType *type)
+{
+    const char *base = drv_table[id].base;
+    switch (id) {
+    case DRV_cuEventRecordWithFlags:
+        *type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+        return (a->cuEventRecordWithFlags.flags & CU_EVENT_RECORD_EXTERNAL) != 0;
+    case DRV_cuEventRecordWithFlags_ptsz:
+        *type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+        return (a->cuEventRecordWithFlags_ptsz.flags & CU_EVENT_RECORD_EXTERNAL) != 0;
+    case DRV_cuStreamWaitEvent:
+        *type = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+        return (a->cuStreamWaitEvent.Flags & CU_EVENT_WAIT_EXTERNAL) != 0;
+    case DRV_cuStreamWaitEvent_ptsz:
+        *type = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+        return (a->cuStreamWaitEvent_ptsz.Flags & CU_EVENT_WAIT_EXTERNAL) != 0;
+    default:
+        break;
+    }
+    if (starts_with(base, "cuLaunchKernel") || starts_with(base, "cuLaunchCooperativeKernel"))
+        *type = CU_GRAPH_NODE_TYPE_KERNEL;
+    else if (starts_with(base, "cuMemcpy"))
+        *type = CU_GRAPH_NODE_TYPE_MEMCPY;
+    else if (starts_with(base, "cuMemset"))
+        *type = CU_GRAPH_NODE_TYPE_MEMSET;
+    else if (starts_with(base, "cuLaunchHostFunc"))
+        *type = CU_GRAPH_NODE_TYPE_HOST;
+    else
+        return 0;
+    return 1;
+}
+
+/* --- the journal ----------------------------------------------------------------- */
+
+int journal_can_copy(enum drv_id id, const union drv_args *args, const char **why)
+{
+    static char opaque_why[128];
+    union drv_args probe = *args;
+    struct kernel_view v;
+
+    switch ((enum drv_op_kind)drv_table[id].op_kind) {
+    case DRV_OP_PLAIN:
+    case DRV_OP_STRUCT:
+    case DRV_OP_EVENT_RECORD:
+    case DRV_OP_STREAM_WAIT:
+        return 1;
+    case DRV_OP_KERNEL:
+    case DRV_OP_KERNEL_EX:
+        kernel_view_of(id, &probe, &v);
+        return kernel_can_copy(&v, why);
+    case DRV_OP_ALLOC:
+        *why = "memory allocation or free nodes (the program holds their addresses)";
+        return 0;
+    default:
+        /* One static buffer is enough: the text is copied by the caller
+         * before any other thread could format another. */
+        snprintf(opaque_why, sizeof opaque_why, "%s, whose arguments recap cannot copy",
+                 drv_table[id].symbol);
+        *why = opaque_why;
+        return 0;
+    }
+}
+
+void journal_append(struct journal *j, enum drv_id id, const union drv_args *args)
+{
+    const char *why = NULL;
+    if (!j->replayable)
+        return;
+    if (!journal_can_copy(id, args, &why)) {
+        mark_unreplayable(j, why);
+        return;
+    }
+    if (j->nops == j->capacity) {
+        size_t cap = j->capacity ? j->capacity * 2 : 64;
+        struct journal_op *ops = realloc(j->ops, cap * sizeof *ops);
+        if (!ops) {
+            mark_unreplayable(j, "recap ran out of memory while journaling");
+            return;
+        }
+        j->ops = ops;
+        j->capacity = cap;
+    }
+    struct journal_op *op = &j->ops[j->nops];
+    op->id = id;
+    op->args = *args;
+    op->creates_node = node_created_by(id, args, &op->creates);
+
+    int rc = 0;
+    struct kernel_view v;
+    if (kernel_view_of(id, &op->args, &v)) {
+        rc = copy_kernel(j, &v);
+    } else if (drv_table[id].op_kind == DRV_OP_STRUCT) {
+        size_t size;
+        const void **slot = drv_args_struct_slot(id, &op->args, &size);
+        if (*slot) {
+            const void *copy = journal_dup(j, *slot, size);
+            rc = copy ? 0 : -1;
+            *slot = copy;
+        }
+    }
+    if (rc != 0) {
+        mark_unreplayable(j, "recap ran out of memory while journaling");
+        return;
+    }
+    j->nops++;
+}
+
+CUresult journal_replay(const struct journal *j, size_t *failed_at)
+{
+    for (size_t i = 0; i < j->nops; i++) {
+        CUresult r = drv_invoke(j->ops[i].id, &j->ops[i].args);
+        if (r != CUDA_SUCCESS) {
+            *failed_at = i;
+            return r;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+int journal_matches(const struct journal *j, const struct graph_census *c, char *why, size_t len)
+{
+    unsigned long expected[SHAPE_NODE_TYPES] = { 0 };
+    long total = 0;
+
+    for (size_t i = 0; i < j->nops; i++) {
+        if (!j->ops[i].creates_node)
+            continue;
+        total++;
+        if ((unsigned)j->ops[i].creates < SHAPE_NODE_TYPES)
+            expected[j->ops[i].creates]++;
+    }
+    if (total != c->nodes) {
+        snprintf(why, len, "the graph has %ld nodes but recap saw %ld node-creating calls "
+                 "(work reached the capture by a path recap does not intercept)", c->nodes, total);
+        return 0;
+    }
+    if (!c->typed)
+        return 1;
+    for (int t = 0; t < SHAPE_NODE_TYPES; t++) {
+        if (expected[t] != c->by_type[t]) {
+            snprintf(why, len, "the graph has %lu %s nodes but recap saw %lu such calls",
+                     c->by_type[t], shape_node_type_name((CUgraphNodeType)t), expected[t]);
+            return 0;
+        }
+    }
+    return 1;
+}

@@ -1,0 +1,61 @@
+/*
+ * journal.h - the record of a capture's calls, for replay (prefix journal_).
+ *
+ * Owns: a copy of every call made into a journaled capture, deep enough to
+ * repeat it later (kernel argument values, launch configurations, structs
+ * passed by pointer), and replaying them in order into a plain capture when
+ * a recapture fails. Also what the calls should have produced, so a fresh
+ * capture's journal can be checked against its graph before any recapture
+ * relies on it. Must never: replay a journal that lost a call, or keep a
+ * pointer into the program's memory that the program may reuse (argument
+ * arrays are copied; host buffers named by memcpy stay the program's, as in
+ * the graph itself).
+ */
+#ifndef RECAP_JOURNAL_H
+#define RECAP_JOURNAL_H
+
+#include <stddef.h>
+
+#include "shim/driver_api.h"
+#include "shim/shape.h"
+
+struct journal_op {
+    enum drv_id id;
+    union drv_args args;            /* pointers redirected to copies below */
+    CUgraphNodeType creates;        /* node the call adds, if creates_node */
+    int creates_node;
+};
+
+struct journal_chunk;
+
+struct journal {
+    struct journal_op *ops;
+    size_t nops, capacity;
+    struct journal_chunk *chunks;   /* copies of argument data */
+    int replayable;                 /* 0 once a call could not be copied */
+    char why_not[160];              /* the first such call */
+};
+
+void journal_init(struct journal *j);
+void journal_free(struct journal *j);
+
+/* Appends a call that succeeded in the capture. A call whose arguments
+ * cannot be copied (unknown kernel layout, alloc/free, opaque arguments)
+ * makes the journal unreplayable, with the reason kept. Out of memory does
+ * too. */
+void journal_append(struct journal *j, enum drv_id id, const union drv_args *args);
+
+/* Whether a call can be journaled faithfully, without appending it; *why
+ * says why not. */
+int journal_can_copy(enum drv_id id, const union drv_args *args, const char **why);
+
+/* Replays every call in order. Returns CUDA_SUCCESS, or the first failing
+ * call's result with its index in *failed_at. */
+CUresult journal_replay(const struct journal *j, size_t *failed_at);
+
+/* Checks that the calls account for every node of a captured graph: same
+ * total, same count per node type. Returns 1 if they do; else 0 with the
+ * mismatch described in why (len bytes). */
+int journal_matches(const struct journal *j, const struct graph_census *c, char *why, size_t len);
+
+#endif

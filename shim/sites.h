@@ -1,0 +1,64 @@
+/*
+ * sites.h - the capture sites of this process (module prefix sites_).
+ *
+ * Owns: one struct site per site id seen, for the life of the process; its
+ * policy (resolved once from the settings), its decision state (shape
+ * history, whether its captures can be recaptured, why not) and its
+ * counters. The graphs and executable graphs a site holds are cache.c's.
+ * Must never: call the driver while holding a site's lock, or free a site
+ * (handles and log lines refer to sites until exit).
+ *
+ * Locks: sites_lock guards the table; site->lock guards the fields marked
+ * below. Order: capture->lock, then site->lock, then cache_lock.
+ */
+#ifndef RECAP_SITES_H
+#define RECAP_SITES_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "policy/predict.h"
+#include "policy/settings.h"
+#include "policy/site.h"
+
+struct site_counters {
+    unsigned long captures, recaptured, fallbacks, fresh, observed;
+    unsigned long instantiations, reused;       /* reused: update+delta+reuse */
+    unsigned long how_new, how_update, how_delta, how_reuse;
+    double inst_new_us, reuse_us;
+};
+
+struct site {
+    uint64_t id;
+    struct site_policy policy;          /* fixed at first sight */
+    struct site *next;                  /* hash chain, under sites_lock */
+
+    pthread_mutex_t lock;
+    /* --- under lock --- */
+    unsigned long seq;                  /* captures begun so far */
+    struct shape_history shapes;
+    int journal_verified;               /* a journal matched its graph */
+    int no_recapture;                   /* never recapture again */
+    char no_recapture_reason[160];
+    int said_fresh_reason;              /* "fresh" reason logged once */
+    struct site_counters count;
+    /* cache.c's lists of released objects live under cache_lock */
+    void *released_graphs;              /* struct graph_rec list head */
+    void *released_execs;               /* struct exec_rec list head */
+    int n_released_graphs, n_released_execs;
+};
+
+/* The site of a stack, created (and announced with a "site" log event) at
+ * first sight. NULL only if memory ran out. */
+struct site *sites_get(uint64_t id, const struct site_stack *stack);
+
+/* Marks the site as never to be recaptured, logging the reason once. */
+void sites_forbid_recapture(struct site *site, const char *reason);
+
+/* Calls fn for every site (under sites_lock; fn must not take it). */
+void sites_for_each(void (*fn)(struct site *site, void *arg), void *arg);
+
+/* In a fork child: the parent's sites and their counters are dropped. */
+void sites_after_fork_child(void);
+
+#endif
