@@ -1,0 +1,60 @@
+/*
+ * libnext.c - a library that wraps functions itself and finds "the next
+ * definition after me" with dlsym(RTLD_NEXT, ...), as LLVM's OpenMP runtime
+ * and other interposers do. If recap forwarded RTLD_NEXT from its own code,
+ * glibc would answer relative to recap and this library would be handed
+ * its own function (trap 3 of INTERPOSITION.md).
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+
+static const char *owner_of(void *p, void *self)
+{
+    Dl_info info = { 0 };
+    if (!p)
+        return "none";
+    if (p == self)
+        return "SELF";
+    if (!dladdr(p, &info) || !info.dli_fname)
+        return "unknown";
+    if (strstr(info.dli_fname, "libc.so"))
+        return "libc";
+    if (strstr(info.dli_fname, "libcuda"))
+        return "driver";
+    if (strstr(info.dli_fname, "recap"))
+        return "recap";
+    return "other";
+}
+
+char *getenv(const char *name);
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream);
+
+char *getenv(const char *name)
+{
+    static char *(*next)(const char *);
+    if (!next)
+        next = (char *(*)(const char *))dlsym(RTLD_NEXT, "getenv");
+    return next && (void *)next != (void *)getenv ? next(name) : NULL;
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
+{
+    static CUresult (*next)(CUgraphExec, CUstream);
+    if (!next)
+        next = (CUresult (*)(CUgraphExec, CUstream))dlsym(RTLD_NEXT, "cuGraphLaunch");
+    if (!next || (void *)next == (void *)cuGraphLaunch)
+        return CUDA_ERROR_UNKNOWN;
+    return next(exec, stream);
+}
+
+/* What RTLD_NEXT gives this library, by owning module. */
+void next_report(void);
+void next_report(void)
+{
+    printf("rtld_next getenv=%s cuGraphLaunch=%s\n",
+           owner_of(dlsym(RTLD_NEXT, "getenv"), (void *)getenv),
+           owner_of(dlsym(RTLD_NEXT, "cuGraphLaunch"), (void *)cuGraphLaunch));
+}

@@ -1,0 +1,125 @@
+/*
+ * test_interpose.c - recap sits on every path from a program to the driver.
+ *
+ * Each path of probe.c runs without recap and with it (RECAP_VERBOSE=1);
+ * the output must be identical and recap's verbose lines must show each of
+ * the path's captures - proof that the path was intercepted and that the
+ * interception changed nothing the program can see.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../support/run.h"
+
+static int count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Runs `program args...` both ways; returns the recap run's stderr. */
+static char *both_ways(const char *program, const char *arg, char **out)
+{
+    struct run_spec spec = { .argv = { program, arg } };
+    struct run_result plain, recap;
+    cr_assert_eq(run_program(&spec, &plain), 0);
+    spec.with_recap = 1;
+    run_setenv(&spec, "RECAP_VERBOSE", "1");
+    run_setenv(&spec, "RECAP_LOG", "off");
+    cr_assert_eq(run_program(&spec, &recap), 0);
+    cr_assert_eq(plain.status, 0, "%s %s failed without recap: %s%s", program, arg ? arg : "",
+                 plain.out, plain.err);
+    cr_assert_eq(recap.status, 0, "%s %s failed under recap: %s%s", program, arg ? arg : "",
+                 recap.out, recap.err);
+    cr_assert_str_eq(recap.out, plain.out, "%s %s: output differs under recap", program,
+                     arg ? arg : "");
+    char *err = recap.err;
+    *out = recap.out;
+    free(plain.out);
+    free(plain.err);
+    return err;
+}
+
+static void path_intercepted(const char *path, int captures)
+{
+    char *out;
+    char *err = both_ways(run_env_path("PROBE_BIN"), path, &out);
+    cr_expect_eq(count(err, "recap: capture begin"), captures, "%s: %s", path, err);
+    cr_expect_eq(count(err, "recap: capture end"), captures, "%s: %s", path, err);
+    free(out);
+    free(err);
+}
+
+Test(interpose, exported_symbols) { path_intercepted("direct", 4); }
+Test(interpose, per_thread_default_stream_exports) { path_intercepted("ptsz", 4); }
+Test(interpose, dlopen_and_dlsym) { path_intercepted("dlsym", 4); }
+Test(interpose, dlvsym) { path_intercepted("dlvsym", 4); }
+Test(interpose, table_fetched_through_cuGetProcAddress) { path_intercepted("procaddr", 8); }
+
+Test(interpose, exact_abi_behind_every_name_and_version)
+{
+    char *out;
+    char *err = both_ways(run_env_path("PROBE_BIN"), "abi", &out);
+    cr_expect_eq(count(out, "=NO"), 0, "%s", out);
+    cr_expect_eq(count(out, "=yes"), 15, "%s", out);
+    free(out);
+    free(err);
+}
+
+Test(interpose, names_recap_does_not_intercept_come_back_untouched)
+{
+    char *out;
+    char *err = both_ways(run_env_path("PROBE_BIN"), "untouched", &out);
+    cr_expect_neq(strstr(out, "untouched cuGetExportTable rc=0 same=1 module=driver"), NULL, "%s", out);
+    cr_expect_neq(strstr(out, "untouched cudnnCreate=(nil)"), NULL, "%s", out);
+    cr_expect_neq(strstr(out, "untouched unknown rc=0 p=(nil) status=1"), NULL, "%s", out);
+    cr_expect_neq(strstr(out, "untouched above-driver rc=1 p=0x1 status=7"), NULL, "%s", out);
+    free(out);
+    free(err);
+}
+
+Test(interpose, cuGetProcAddress_before_cuInit)
+{
+    char *out;
+    char *err = both_ways(run_env_path("PROBE_BIN"), "before-init", &out);
+    cr_expect_neq(strstr(out, "before-init rc=0 found=1"), NULL, "%s", out);
+    free(out);
+    free(err);
+}
+
+Test(interpose, first_calls_racing_from_threads)
+{
+    for (int round = 0; round < 5; round++) {
+        char *out;
+        char *err = both_ways(run_env_path("PROBE_BIN"), "race", &out);
+        cr_expect_neq(strstr(out, "race consistent=1 distinct-ptds=1"), NULL, "%s", out);
+        free(out);
+        free(err);
+    }
+}
+
+Test(interpose, rtld_next_from_another_library_finds_the_next_definition)
+{
+    char *out;
+    char *err = both_ways(run_env_path("NEXTPROG_BIN"), NULL, &out);
+    cr_expect_neq(strstr(out, "rtld_next getenv=libc cuGraphLaunch=driver"), NULL, "%s", out);
+    cr_expect_neq(strstr(out, "getenv works=1"), NULL, "%s", out);
+    free(out);
+    free(err);
+}
+
+/* Documented behaviour: a library loaded with RTLD_DEEPBIND binds its
+ * driver calls inside its own dependencies, so recap neither sees nor
+ * changes them; its results are unaffected. */
+Test(interpose, deepbind_library_passes_through_unchanged)
+{
+    char *out;
+    char *err = both_ways(run_env_path("DEEPPROG_BIN"), run_env_path("LIBDEEP_PATH"), &out);
+    cr_expect_eq(count(out, "deep it="), 3, "%s", out);
+    cr_expect_eq(count(err, "recap: capture begin"), 0, "%s", err);
+    free(out);
+    free(err);
+}

@@ -1,0 +1,396 @@
+/*
+ * scenario.c - driver-API programs that capture every iteration, one per
+ * scenario name: `scenario NAME [ITERATIONS]`.
+ *
+ * Each prints every return code and a checksum per iteration; the test
+ * harness runs it with and without recap (and with the stand-in's failure
+ * modes) and requires identical output. Scenarios cover what recap must
+ * survive: parameters changing every iteration, topology changes at the
+ * first, middle and last node and extra or missing nodes, alternating and
+ * cycling shapes, a permanent change, fork/join across streams, every
+ * capture mode, a capture ended on another thread, the program breaking
+ * its own capture, kernels launched with `extra`, instantiation variants,
+ * double destroys, graph edits by the program, memory pressure and many
+ * threads at many sites.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scenario.h"
+#include "standin.h"
+
+static struct sc_context ctx;
+
+/* --- recipes ------------------------------------------------------------------ */
+
+/* Parameters (scalars, pointers, grid sizes) change every iteration; the
+ * topology never does. */
+static void recipe_params(struct sc_recipe *r, int it)
+{
+    r->n = 0;
+    sc_add(r, SC_AXPY, 1.0f + 0.5f * (float)it, it % 2, 2, 0);
+    r->op[r->n - 1].grid = it % 3 == 0 ? 2 : 4;
+    sc_add(r, SC_SCALE, 0.5f + 0.125f * (float)(it % 4), 3, 0, 0);
+    sc_add(r, SC_MEMSET, (float)it, 0, 1, 0);
+    sc_add(r, SC_COPY, 0, 2, 3 - (it % 2), 0);
+    sc_add(r, SC_HOST, (float)it, 0, 0, 0);
+    sc_add(r, SC_AXPY, -0.25f, 3, 2, 0);
+}
+
+static void recipe_shape(struct sc_recipe *r, int it, int shape)
+{
+    r->n = 0;
+    sc_add(r, SC_AXPY, 1.0f + (float)it, 0, 1, 0);
+    for (int k = 0; k < shape; k++)
+        sc_add(r, SC_SCALE, 0.75f + 0.01f * (float)k, 1 + k % 3, 0, 0);
+    sc_add(r, SC_AXPY, 0.5f, 2, 3, 0);
+}
+
+/* The base recipe with one deliberate topology change at iteration `at`. */
+static void recipe_topology(struct sc_recipe *r, int it, const char *where, int at)
+{
+    recipe_params(r, it);
+    if (it != at)
+        return;
+    if (!strcmp(where, "first"))
+        r->op[0].type = SC_MEMSET;
+    else if (!strcmp(where, "mid"))
+        r->op[2].type = SC_SCALE, r->op[2].x = 1;
+    else if (!strcmp(where, "last"))
+        r->op[r->n - 1].type = SC_COPY;
+    else if (!strcmp(where, "extra"))
+        sc_add(r, SC_SCALE, 2.0f, 1, 0, 0);
+    else if (!strcmp(where, "missing"))
+        r->n--;
+}
+
+static void recipe_fork_join(struct sc_recipe *r, int it)
+{
+    r->n = 0;
+    sc_add(r, SC_AXPY, 1.0f + (float)it, 0, 1, 0);
+    sc_add(r, SC_FORK, 0, 0, 0, 0);
+    sc_add(r, SC_SCALE, 0.5f + (float)(it % 3), 2, 0, 1);
+    sc_add(r, SC_AXPY, 0.25f, 0, 3, 0);
+    sc_add(r, SC_HOST, (float)it, 0, 0, 1);
+    sc_add(r, SC_JOIN, 0, 0, 0, 0);
+    sc_add(r, SC_AXPY, -1.0f, 2, 1, 0);
+}
+
+/* --- scenario runners -------------------------------------------------------------- */
+
+static int run_loop(const char *name, int iters, const struct sc_options *o)
+{
+    struct sc_recipe r;
+    CUgraph pending = NULL;
+    int failures = 0;
+
+    for (int it = 0; it < iters; it++) {
+        if (!strcmp(name, "params") || !strncmp(name, "mode_", 5) || !strcmp(name, "variants") ||
+            !strcmp(name, "keep_graph"))
+            recipe_params(&r, it);
+        else if (!strncmp(name, "topo_", 5))
+            recipe_topology(&r, it, name + 5, 4);
+        else if (!strcmp(name, "alternate"))
+            recipe_shape(&r, it, it % 2 ? 4 : 1);
+        else if (!strcmp(name, "cycle3"))
+            recipe_shape(&r, it, 1 + it % 3);
+        else if (!strcmp(name, "cycle_aab"))
+            recipe_shape(&r, it, it % 3 == 2 ? 3 : 1);
+        else if (!strcmp(name, "delta"))
+            recipe_shape(&r, it, 12);          /* only the first node changes */
+        else if (!strcmp(name, "nochange"))
+            recipe_shape(&r, 0, 3);            /* nothing changes */
+        else if (!strcmp(name, "switch"))
+            recipe_shape(&r, it, it < 5 ? 1 : 3);
+        else if (!strcmp(name, "fork_join"))
+            recipe_fork_join(&r, it);
+        else if (!strcmp(name, "extra_args")) {
+            recipe_params(&r, it);
+            sc_add(&r, SC_EXTRA_LAUNCH, 1.0f + 0.1f * (float)it, 2, 0, 0);
+        } else {
+            fprintf(stderr, "scenario: unknown scenario %s\n", name);
+            return 2;
+        }
+        struct sc_options each = *o;
+        if (!strcmp(name, "variants"))
+            each.instantiate_variant = it % 4;
+        failures += sc_iteration(&ctx, it, &r, &each, &pending);
+    }
+    if (pending)
+        printf("final destroy rc=%d\n", (int)cuGraphDestroy(pending));
+    return failures ? 1 : 0;
+}
+
+/* Begun on this thread, recorded and ended on another (relaxed mode). */
+struct cross_arg {
+    int it;
+    CUgraph graph;
+    char codes[256];
+};
+
+static void *cross_thread_body(void *p)
+{
+    struct cross_arg *a = p;
+    struct sc_recipe r;
+    int len = 0;
+    recipe_params(&r, a->it);
+    for (int i = 0; i < r.n; i++)
+        len += snprintf(a->codes + len, sizeof a->codes - (size_t)len, "%d,", (int)sc_enqueue(&ctx, &r.op[i]));
+    snprintf(a->codes + len, sizeof a->codes - (size_t)len, "end=%d",
+             (int)cuStreamEndCapture(ctx.stream[0], &a->graph));
+    return NULL;
+}
+
+static int run_cross_thread(int iters)
+{
+    for (int it = 0; it < iters; it++) {
+        struct cross_arg a = { .it = it };
+        pthread_t t;
+        CUgraphExec exec = NULL;
+        int begin = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_RELAXED);
+        pthread_create(&t, NULL, cross_thread_body, &a);
+        pthread_join(t, NULL);
+        int inst = a.graph ? cuGraphInstantiateWithFlags(&exec, a.graph, 0) : -1;
+        int launch = exec ? cuGraphLaunch(exec, ctx.stream[0]) : -1;
+        cuStreamSynchronize(ctx.stream[0]);
+        if (exec)
+            cuGraphExecDestroy(exec);
+        if (a.graph)
+            cuGraphDestroy(a.graph);
+        printf("it=%d begin=%d ops=%s inst=%d launch=%d sum=%08x\n", it, begin, a.codes, inst,
+               launch, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
+/* The program breaks its own capture at iteration 3 with a call that is
+ * illegal while a global-mode capture runs. */
+static int run_broken(int iters)
+{
+    struct sc_recipe r;
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        CUdeviceptr scratch = 0;
+        recipe_params(&r, it);
+        int begin = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        int ops = 0, illegal = 0;
+        for (int i = 0; i < r.n; i++) {
+            ops = ops * 3 + (int)sc_enqueue(&ctx, &r.op[i]) % 3;
+            if (it == 3 && i == 2)
+                illegal = cuMemAlloc(&scratch, 64);
+        }
+        int end = cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = graph ? cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        if (exec) {
+            cuGraphLaunch(exec, ctx.stream[0]);
+            cuStreamSynchronize(ctx.stream[0]);
+            cuGraphExecDestroy(exec);
+        }
+        if (graph)
+            cuGraphDestroy(graph);
+        if (scratch)
+            cuMemFree(scratch);
+        printf("it=%d begin=%d ops=%d illegal=%d end=%d graph=%s inst=%d sum=%08x\n", it, begin,
+               ops, illegal, end, graph ? "yes" : "null", inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
+/* Destroying twice: the second destroy must fail as the driver's would,
+ * and must not destroy anything recap keeps. */
+static int run_double_destroy(int iters)
+{
+    struct sc_recipe r;
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        recipe_params(&r, it);
+        int begin = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        for (int i = 0; i < r.n; i++)
+            sc_enqueue(&ctx, &r.op[i]);
+        int end = cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
+        int launch = cuGraphLaunch(exec, ctx.stream[0]);
+        cuStreamSynchronize(ctx.stream[0]);
+        int e1 = cuGraphExecDestroy(exec);
+        int e2 = it == 2 ? cuGraphExecDestroy(exec) : 0;
+        int g1 = cuGraphDestroy(graph);
+        int g2 = it == 2 ? cuGraphDestroy(graph) : 0;
+        printf("it=%d begin=%d end=%d inst=%d launch=%d exec=%d,%d graph=%d,%d sum=%08x\n", it,
+               begin, end, inst, launch, e1, e2, g1, g2, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
+/* The program edits its graph before instantiating it: the executable
+ * graph must carry the edit. */
+static int run_mutate(int iters)
+{
+    struct sc_recipe r;
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        recipe_params(&r, it);
+        cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        for (int i = 0; i < r.n; i++)
+            sc_enqueue(&ctx, &r.op[i]);
+        cuStreamEndCapture(ctx.stream[0], &graph);
+        int edit = 0;
+        if (it % 3 == 2) {
+            CUgraphNode nodes[SC_MAX_OPS];
+            size_t n = SC_MAX_OPS;
+            CUDA_KERNEL_NODE_PARAMS p;
+            cuGraphGetNodes(graph, nodes, &n);
+            edit = cuGraphKernelNodeGetParams(nodes[1], &p);
+            float a = 3.0f;
+            void *args[] = { p.kernelParams[0], &a, p.kernelParams[2] };
+            p.kernelParams = args;
+            edit = edit ? edit : cuGraphKernelNodeSetParams(nodes[1], &p);
+        }
+        int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
+        cuGraphLaunch(exec, ctx.stream[0]);
+        cuStreamSynchronize(ctx.stream[0]);
+        cuGraphExecDestroy(exec);
+        cuGraphDestroy(graph);
+        printf("it=%d edit=%d inst=%d sum=%08x\n", it, edit, inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
+/* Device memory runs out while recap holds executable graphs: an
+ * allocation that fits without recap must fit with it. */
+static int run_oom(int iters)
+{
+    struct sc_recipe r;
+    CUgraph pending = NULL;
+    struct sc_options o = { .mode = CU_STREAM_CAPTURE_MODE_GLOBAL };
+    for (int it = 0; it < iters; it++) {
+        recipe_shape(&r, it, 1 + it % 4);
+        sc_iteration(&ctx, it, &r, &o, &pending);
+    }
+    size_t free_bytes = (size_t)atol(getenv("SCENARIO_OOM_BYTES") ? getenv("SCENARIO_OOM_BYTES") : "0");
+    CUdeviceptr big = 0;
+    int rc = cuMemAlloc(&big, free_bytes);
+    printf("big allocation rc=%d\n", rc);
+    if (big)
+        cuMemFree(big);
+    return 0;
+}
+
+/* --- many threads at many sites ------------------------------------------------------ */
+
+struct worker {
+    int id, iters;
+    struct sc_context c;
+    uint32_t sums[4];
+    int failures;
+};
+
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Four distinct call sites: the stacks above cuStreamBeginCapture differ. */
+#define SITE_FN(k)                                                                    \
+    static __attribute__((noinline)) int capture_at_site_##k(struct worker *w, int it) \
+    {                                                                                 \
+        struct sc_recipe r;                                                           \
+        struct sc_options o = { .mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL };        \
+        CUgraph graph = NULL, none = NULL;                                            \
+        CUgraphExec exec = NULL;                                                      \
+        int bad = 0;                                                                  \
+        (void)none;                                                                   \
+        recipe_shape(&r, it, k + 1);                                                  \
+        r.op[0].a = (float)(w->id * 10 + it % 7);                                     \
+        bad |= cuStreamBeginCapture(w->c.stream[0], o.mode) != 0;                     \
+        for (int i = 0; i < r.n; i++)                                                 \
+            bad |= sc_enqueue(&w->c, &r.op[i]) != 0;                                  \
+        bad |= cuStreamEndCapture(w->c.stream[0], &graph) != 0;                       \
+        bad |= cuGraphInstantiateWithFlags(&exec, graph, 0) != 0;                     \
+        bad |= cuGraphLaunch(exec, w->c.stream[0]) != 0;                              \
+        bad |= cuStreamSynchronize(w->c.stream[0]) != 0;                              \
+        bad |= cuGraphExecDestroy(exec) != 0;                                         \
+        bad |= cuGraphDestroy(graph) != 0;                                            \
+        return bad;                                                                   \
+    }
+SITE_FN(0)
+SITE_FN(1)
+SITE_FN(2)
+SITE_FN(3)
+
+static void *worker_body(void *p)
+{
+    struct worker *w = p;
+    pthread_mutex_lock(&setup_lock);
+    w->c = ctx;               /* share module and context, own streams and buffers */
+    for (int i = 0; i < 2; i++)
+        cuStreamCreate(&w->c.stream[i], CU_STREAM_NON_BLOCKING);
+    for (int i = 0; i < SC_BUFFERS; i++)
+        cuMemAlloc(&w->c.buf[i], SC_N * sizeof(float));
+    pthread_mutex_unlock(&setup_lock);
+    cuCtxSetCurrent(ctx.ctx);
+    for (int site = 0; site < 4; site++) {
+        sc_reset_buffers(&w->c);
+        for (int it = 0; it < w->iters; it++) {
+            switch (site) {
+            case 0: w->failures += capture_at_site_0(w, it); break;
+            case 1: w->failures += capture_at_site_1(w, it); break;
+            case 2: w->failures += capture_at_site_2(w, it); break;
+            default: w->failures += capture_at_site_3(w, it); break;
+            }
+        }
+        w->sums[site] = sc_checksum(&w->c);
+    }
+    return NULL;
+}
+
+static int run_threads(int iters)
+{
+    enum { WORKERS = 8 };
+    static struct worker w[WORKERS];
+    pthread_t t[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        w[i].id = i;
+        w[i].iters = iters;
+        pthread_create(&t[i], NULL, worker_body, &w[i]);
+    }
+    for (int i = 0; i < WORKERS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < WORKERS; i++)
+        printf("worker=%d failures=%d sums=%08x,%08x,%08x,%08x\n", i, w[i].failures, w[i].sums[0],
+               w[i].sums[1], w[i].sums[2], w[i].sums[3]);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *name = argc > 1 ? argv[1] : "params";
+    int iters = argc > 2 ? atoi(argv[2]) : 12;
+    struct sc_options o = { .mode = CU_STREAM_CAPTURE_MODE_GLOBAL };
+    int rc;
+
+    sc_setup(&ctx);
+    if (!strcmp(name, "mode_thread_local"))
+        o.mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    else if (!strcmp(name, "mode_relaxed"))
+        o.mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!strcmp(name, "keep_graph"))
+        o.keep_graph_until_next = 1;
+
+    if (!strcmp(name, "cross_thread"))
+        rc = run_cross_thread(iters);
+    else if (!strcmp(name, "broken"))
+        rc = run_broken(iters);
+    else if (!strcmp(name, "double_destroy"))
+        rc = run_double_destroy(iters);
+    else if (!strcmp(name, "mutate"))
+        rc = run_mutate(iters);
+    else if (!strcmp(name, "oom"))
+        rc = run_oom(iters);
+    else if (!strcmp(name, "threads"))
+        rc = run_threads(iters);
+    else
+        rc = run_loop(name, iters, &o);
+    sc_write_stats();
+    return rc;
+}

@@ -1,0 +1,376 @@
+/*
+ * test_scenarios.c - recap on the stand-in driver, scenario by scenario.
+ *
+ * Every test runs a scenario program twice - without recap, and under
+ * LD_PRELOAD=librecap.so - with the same stand-in knobs, and requires the
+ * same stdout (every return code, every checksum) and exit status. Then it
+ * asserts what recap did, from its log and from the stand-in's call counts:
+ * that repeat captures were recaptured, that failed recaptures fell back,
+ * that instantiation became an update, a delta or nothing.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/run.h"
+
+struct sc_case {
+    const char *name;
+    int iters;
+    const char *driver;        /* reported driver version */
+    const char *failure;       /* where a recapture failure surfaces */
+    const char *config;        /* configuration file text, or NULL */
+    const char *env[4];        /* more NAME=value for both runs */
+};
+
+struct sc_outcome {
+    char *dir;
+    const char *log;
+    char stats[4200], base_stats[4200];
+    struct run_result base, recap;
+};
+
+static void sc_spec(const struct sc_case *c, struct run_spec *spec, const char *stats)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->argv[0] = run_env_path("SCENARIO_BIN");
+    spec->argv[1] = c->name;
+    static char iters[16];
+    snprintf(iters, sizeof iters, "%d", c->iters);
+    spec->argv[2] = iters;
+    spec->timeout_s = 300;
+    run_setenv(spec, "STANDIN_DRIVER_VERSION", "%s", c->driver ? c->driver : "13030");
+    run_setenv(spec, "STANDIN_RECAPTURE_FAILURE", "%s", c->failure ? c->failure : "call");
+    run_setenv(spec, "SCENARIO_STATS", "%s", stats);
+    for (int i = 0; i < 4 && c->env[i]; i++)
+        spec->env[i + 3] = c->env[i];
+}
+
+/* Runs both ways and requires identical behaviour. */
+static void sc_compare(const struct sc_case *c, struct sc_outcome *o)
+{
+    struct run_spec spec;
+    memset(o, 0, sizeof *o);
+    o->dir = run_temp_dir();
+    o->log = strdup(run_path(o->dir, "recap.jsonl"));
+    snprintf(o->base_stats, sizeof o->base_stats, "%s", run_path(o->dir, "base.stats"));
+    snprintf(o->stats, sizeof o->stats, "%s", run_path(o->dir, "recap.stats"));
+
+    sc_spec(c, &spec, o->base_stats);
+    cr_assert_eq(run_program(&spec, &o->base), 0);
+
+    sc_spec(c, &spec, o->stats);
+    spec.with_recap = 1;
+    run_setenv(&spec, "RECAP_LOG", "%s", o->log);
+    if (c->config) {
+        const char *conf = run_path(o->dir, "recap.conf");
+        FILE *f = fopen(conf, "w");
+        fputs(c->config, f);
+        fclose(f);
+        run_setenv(&spec, "RECAP_CONFIG", "%s", conf);
+    }
+    cr_assert_eq(run_program(&spec, &o->recap), 0);
+
+    cr_assert_eq(o->recap.status, o->base.status,
+                 "%s: exit status %d under recap, %d without\nstderr: %s", c->name,
+                 o->recap.status, o->base.status, o->recap.err);
+    cr_assert_str_eq(o->recap.out, o->base.out, "%s (%s, %s): output differs under recap\nstderr: %s",
+                     c->name, c->driver ? c->driver : "13030", c->failure ? c->failure : "call",
+                     o->recap.err);
+    cr_assert_eq(run_stat(o->stats, "misuses"), 0, "%s: the stand-in saw misuse under recap: %s",
+                 c->name, o->recap.err);
+}
+
+static void sc_done(struct sc_outcome *o)
+{
+    run_result_free(&o->base);
+    run_result_free(&o->recap);
+    free((char *)o->log);
+    run_cleanup_dir(o->dir);
+}
+
+static int captures(struct sc_outcome *o, const char *path)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"path\":\"%s\"", path);
+    return run_count_lines(o->log, "\"event\":\"capture\"", needle, NULL);
+}
+
+static int instantiations(struct sc_outcome *o, const char *how)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"how\":\"%s\"", how);
+    return run_count_lines(o->log, "\"event\":\"instantiate\"", needle, NULL);
+}
+
+/* The `seq` of the last capture that was not a recapture, 0 if none. */
+static int last_non_recapture(struct sc_outcome *o)
+{
+    char *text = run_read_file(o->log, NULL);
+    int last = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strstr(line, "\"event\":\"capture\"") || strstr(line, "\"path\":\"recapture\""))
+            continue;
+        const char *seq = strstr(line, "\"seq\":");
+        if (seq)
+            last = atoi(seq + 6);
+    }
+    free(text);
+    return last;
+}
+
+ParameterizedTestParameters(scenario, failure_modes)
+{
+    static const char *modes[] = { "call", "later", "end" };
+    return cr_make_param_array(const char *, modes, 3);
+}
+
+/* --- parameters changing every iteration --------------------------------------- */
+
+Test(scenario, params_recaptured_after_the_first)
+{
+    struct sc_case c = { "params", 12 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(captures(&o, "fresh"), 1);
+    cr_expect_eq(captures(&o, "recapture"), 11);
+    cr_expect_eq(captures(&o, "fallback"), 0);
+    /* Most nodes change each time: a whole update, never a new instance. */
+    cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 1);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 11);
+    cr_expect_eq(instantiations(&o, "update"), 11);
+    sc_done(&o);
+}
+
+Test(scenario, params_on_a_13_0_driver_reuse_executables)
+{
+    struct sc_case c = { "params", 12, "13000" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(captures(&o, "fresh"), 12);
+    cr_expect_eq(captures(&o, "recapture"), 0);
+    cr_expect_eq(run_count_lines(o.log, "\"reason\":\"driver 13000 has no recapture API\"", NULL), 12);
+    cr_expect_eq(run_stat(o.stats, "cuStreamBeginRecaptureToGraph"), 0);
+    cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 1);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 11);
+    sc_done(&o);
+}
+
+Test(scenario, few_changed_nodes_are_applied_one_by_one)
+{
+    struct sc_case c = { "delta", 10 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(captures(&o, "recapture"), 9);
+    cr_expect_eq(instantiations(&o, "delta"), 9);
+    cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 1);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 0);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecKernelNodeSetParams_v2"), 9);
+    sc_done(&o);
+}
+
+Test(scenario, unchanged_recapture_applies_nothing)
+{
+    struct sc_case c = { "nochange", 10 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(captures(&o, "recapture"), 9);
+    cr_expect_eq(instantiations(&o, "reuse"), 9);
+    cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 1);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 0);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecKernelNodeSetParams_v2"), 0);
+    sc_done(&o);
+}
+
+/* --- topology changes: every failure point, every surfacing ----------------------- */
+
+static void topology_case(const char *name, const char *mode)
+{
+    struct sc_case c = { name, 12, "13030", mode };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_geq(captures(&o, "fallback"), 1, "%s/%s: the topology change must fall back", name, mode);
+    cr_expect_leq(captures(&o, "fallback"), 2, "%s/%s", name, mode);
+    cr_expect_leq(last_non_recapture(&o), 7, "%s/%s: recaptures must resume", name, mode);
+    cr_expect_eq(run_count_lines(o.log, "GRAPH_RECAPTURE_FAILURE", "\"result\"", NULL), 0);
+    sc_done(&o);
+}
+
+ParameterizedTest(const char **mode, scenario, topology_change_at_first_node)
+{
+    topology_case("topo_first", *mode);
+}
+
+ParameterizedTest(const char **mode, scenario, topology_change_in_the_middle)
+{
+    topology_case("topo_mid", *mode);
+}
+
+ParameterizedTest(const char **mode, scenario, topology_change_at_last_node)
+{
+    topology_case("topo_last", *mode);
+}
+
+ParameterizedTest(const char **mode, scenario, extra_node_at_the_end)
+{
+    topology_case("topo_extra", *mode);
+}
+
+ParameterizedTest(const char **mode, scenario, missing_node_at_the_end)
+{
+    topology_case("topo_missing", *mode);
+}
+
+/* --- shapes ------------------------------------------------------------------------- */
+
+/* A cycle of period p settles: every capture from the 2p-th on hits. */
+static void cycle_case(const char *name, int period, const char *config)
+{
+    struct sc_case c = { name, 8 * period, "13030", "call", config };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_lt(last_non_recapture(&o), 2 * period + 1,
+                 "%s: captures after %d must all be recaptures", name, 2 * period);
+    sc_done(&o);
+}
+
+Test(scenario, alternating_shapes_settle)
+{
+    cycle_case("alternate", 2, NULL);
+}
+
+Test(scenario, cycle_of_three_shapes_settles)
+{
+    cycle_case("cycle3", 3, "[defaults]\nmax_graphs = 3\n");
+}
+
+Test(scenario, cycle_with_a_repeated_shape_settles)
+{
+    cycle_case("cycle_aab", 3, "[defaults]\nmax_graphs = 3\n");
+}
+
+Test(scenario, permanent_shape_change_settles)
+{
+    struct sc_case c = { "switch", 14 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_leq(last_non_recapture(&o), 8);
+    sc_done(&o);
+}
+
+/* --- streams, modes, threads ---------------------------------------------------------- */
+
+ParameterizedTest(const char **mode, scenario, fork_join_across_streams)
+{
+    struct sc_case c = { "fork_join", 10, "13030", *mode };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(captures(&o, "recapture"), 9);
+    sc_done(&o);
+}
+
+Test(scenario, every_capture_mode)
+{
+    const char *names[] = { "params", "mode_thread_local", "mode_relaxed" };
+    for (int i = 0; i < 3; i++) {
+        struct sc_case c = { names[i], 8 };
+        struct sc_outcome o;
+        sc_compare(&c, &o);
+        cr_expect_eq(captures(&o, "recapture"), 7, "%s", names[i]);
+        sc_done(&o);
+    }
+}
+
+Test(scenario, capture_ended_on_another_thread)
+{
+    struct sc_case c = { "cross_thread", 8 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(captures(&o, "recapture"), 7);
+    sc_done(&o);
+}
+
+Test(scenario, many_threads_at_many_sites)
+{
+    struct sc_case c = { "threads", 60 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"site\"", NULL), 4);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"capture\"", NULL), 8 * 4 * 60);
+    cr_expect_gt(captures(&o, "recapture"), 8 * 4 * 50);
+    cr_expect_eq(strstr(o.recap.out, "failures=0") != NULL, 1);
+    sc_done(&o);
+}
+
+/* --- the program's own doings ----------------------------------------------------------- */
+
+Test(scenario, program_breaking_its_capture_gets_its_own_error)
+{
+    struct sc_case c = { "broken", 6 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_neq(strstr(o.recap.out, "it=3 "), NULL);
+    cr_expect_eq(run_count_lines(o.log, "\"seq\":4,", "STREAM_CAPTURE", NULL), 1,
+                 "the broken capture is logged with the driver's error");
+    sc_done(&o);
+}
+
+Test(scenario, double_destroy_returns_invalid_value_and_keeps_the_cache)
+{
+    struct sc_case c = { "double_destroy", 6 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_neq(strstr(o.base.out, "exec=0,1 graph=0,1"), NULL,
+                  "the stand-in answers a second destroy with CUDA_ERROR_INVALID_VALUE");
+    cr_expect_eq(captures(&o, "recapture"), 5, "the cache survived the double destroy");
+    sc_done(&o);
+}
+
+Test(scenario, graph_edited_by_the_program)
+{
+    struct sc_case c = { "mutate", 9 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    sc_done(&o);
+}
+
+Test(scenario, kernels_launched_with_extra)
+{
+    struct sc_case c = { "extra_args", 8 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(captures(&o, "recapture"), 7);
+    sc_done(&o);
+}
+
+Test(scenario, every_instantiate_variant)
+{
+    struct sc_case c = { "variants", 12 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(instantiations(&o, "new"), 1);
+    cr_expect_eq(run_stat(o.stats, "cuGraphUpload"), 3, "UPLOAD is honoured on reuse");
+    sc_done(&o);
+}
+
+Test(scenario, graph_destroyed_one_iteration_late)
+{
+    struct sc_case c = { "keep_graph", 10 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_geq(captures(&o, "recapture"), 7);
+    sc_done(&o);
+}
+
+Test(scenario, out_of_memory_releases_the_cache)
+{
+    struct sc_case c = { "oom", 8, "13030", "call", NULL,
+                         { "STANDIN_DEVICE_MEMORY=1048576", "SCENARIO_OOM_BYTES=1000000" } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_neq(strstr(o.base.out, "big allocation rc=0"), NULL);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "device memory exhausted", NULL), 1);
+    sc_done(&o);
+}

@@ -1,0 +1,237 @@
+/*
+ * run.c - start a program with a chosen environment and collect its output.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "run.h"
+
+extern char **environ;
+
+const char *run_env_path(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) {
+        fprintf(stderr, "test: %s is not set (run the tests through meson test)\n", name);
+        abort();
+    }
+    return v;
+}
+
+void run_setenv(struct run_spec *spec, const char *name, const char *fmt, ...)
+{
+    char value[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(value, sizeof value, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(name) + 1 + strlen(value) + 1;
+    char *entry = malloc(len);
+    snprintf(entry, len, "%s=%s", name, value);
+    for (int i = 0; i < RUN_MAX_ENV - 1; i++) {
+        if (!spec->env[i]) {
+            spec->env[i] = entry;     /* leaked on purpose: tests are short-lived */
+            return;
+        }
+    }
+    free(entry);
+}
+
+/* The environment of the child: the test's own, minus anything recap or
+ * the stand-in would read, plus the spec's entries. */
+static char **child_env(const struct run_spec *spec)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + RUN_MAX_ENV + 4, sizeof *env);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strncmp(environ[i], "RECAP_", 6) || !strncmp(environ[i], "STANDIN_", 8) ||
+            !strncmp(environ[i], "LD_PRELOAD=", 11) || !strncmp(environ[i], "SCENARIO_", 9))
+            continue;
+        env[k++] = environ[i];
+    }
+    if (spec->with_recap) {
+        static char preload[8192];
+        const char *prefix = getenv("RECAP_TEST_PRELOAD_PREFIX");
+        snprintf(preload, sizeof preload, "LD_PRELOAD=%s%s%s", prefix ? prefix : "",
+                 prefix && *prefix ? " " : "", run_env_path("RECAP_LIB"));
+        env[k++] = preload;
+    }
+    for (int i = 0; spec->env[i]; i++) {
+        size_t name_len = strcspn(spec->env[i], "=");
+        for (size_t j = 0; j < k; j++) {
+            if (!strncmp(env[j], spec->env[i], name_len + 1)) {
+                env[j] = env[--k];
+                break;
+            }
+        }
+        env[k++] = (char *)spec->env[i];
+    }
+    env[k] = NULL;
+    return env;
+}
+
+char *run_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+        if (cap - n - 1 == 0) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+int run_program(const struct run_spec *spec, struct run_result *res)
+{
+    char *dir = run_temp_dir();
+    char out_path[4200], err_path[4200];
+    snprintf(out_path, sizeof out_path, "%s/out", dir);
+    snprintf(err_path, sizeof err_path, "%s/err", dir);
+    char **env = child_env(spec);
+
+    memset(res, 0, sizeof *res);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(out, 1);
+        dup2(err, 2);
+        setpgid(0, 0);
+        execve(spec->argv[0], (char *const *)spec->argv, env);
+        fprintf(stderr, "exec %s: %s\n", spec->argv[0], strerror(errno));
+        _exit(127);
+    }
+    int timeout = spec->timeout_s ? spec->timeout_s : 120;
+    time_t deadline = time(NULL) + timeout;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (time(NULL) > deadline) {
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            res->status = -1;
+            goto collect;
+        }
+        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    res->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+collect:
+    free(env);
+    res->out = run_read_file(out_path, &res->out_len);
+    res->err = run_read_file(err_path, &res->err_len);
+    if (!res->out)
+        res->out = strdup("");
+    if (!res->err)
+        res->err = strdup("");
+    run_cleanup_dir(dir);
+    return 0;
+}
+
+void run_result_free(struct run_result *res)
+{
+    free(res->out);
+    free(res->err);
+    memset(res, 0, sizeof *res);
+}
+
+char *run_temp_dir(void)
+{
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char *dir = malloc(strlen(base) + 32);
+    sprintf(dir, "%s/recap-test-XXXXXX", base);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        abort();
+    }
+    return dir;
+}
+
+void run_cleanup_dir(char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "test: could not remove %s\n", dir);
+    free(dir);
+}
+
+const char *run_path(const char *dir, const char *name)
+{
+    static char ring[16][4200];
+    static int next;
+    char *p = ring[next++ % 16];
+    snprintf(p, sizeof ring[0], "%s/%s", dir, name);
+    return p;
+}
+
+int run_count_lines(const char *path, ...)
+{
+    char *text = run_read_file(path, NULL);
+    if (!text)
+        return -1;
+    const char *needles[16];
+    int nneedles = 0;
+    va_list ap;
+    va_start(ap, path);
+    for (const char *n; (n = va_arg(ap, const char *)) && nneedles < 16;)
+        needles[nneedles++] = n;
+    va_end(ap);
+
+    int count = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        int all = 1;
+        for (int i = 0; i < nneedles && all; i++)
+            all = strstr(line, needles[i]) != NULL;
+        count += all;
+    }
+    free(text);
+    return count;
+}
+
+long run_stat(const char *path, const char *name)
+{
+    char *text = run_read_file(path, NULL);
+    if (!text)
+        return -1;
+    long value = -1;
+    size_t len = strlen(name);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, name, len) && line[len] == ' ') {
+            value = atol(line + len + 1);
+            break;
+        }
+    }
+    free(text);
+    return value;
+}

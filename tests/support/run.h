@@ -1,0 +1,60 @@
+/*
+ * run.h - running a test program the way a user would, and reading what
+ * it left behind (prefix run_).
+ *
+ * Tests start programs as child processes with a chosen environment -
+ * with or without LD_PRELOAD=librecap.so, with the stand-in driver's knobs
+ * - capture stdout and stderr into files, and then compare outputs, count
+ * log lines and read the stand-in's call counts. Must never: leave a child
+ * running past its timeout, or depend on the test's own environment beyond
+ * the paths the build passes in (RECAP_LIB, STANDIN_DIR, ...).
+ */
+#ifndef TEST_RUN_H
+#define TEST_RUN_H
+
+#include <stddef.h>
+
+#define RUN_MAX_ENV 48
+
+struct run_result {
+    int status;          /* exit status, or 128 + signal, or -1 on timeout */
+    char *out;           /* stdout, NUL-terminated, owned */
+    char *err;           /* stderr, NUL-terminated, owned */
+    size_t out_len, err_len;
+};
+
+struct run_spec {
+    const char *argv[16];            /* argv[0] is the program path */
+    const char *env[RUN_MAX_ENV];    /* "NAME=value" added to/overriding the test's env */
+    int with_recap;                  /* preload librecap.so (and a sanitizer runtime if built so) */
+    int timeout_s;                   /* 0: 120 s */
+};
+
+/* Runs the program and waits. Returns 0 if it ran (whatever its status). */
+int run_program(const struct run_spec *spec, struct run_result *res);
+void run_result_free(struct run_result *res);
+
+/* Adds "NAME=value" to spec->env (formatted). */
+void run_setenv(struct run_spec *spec, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A fresh temporary directory for one test (removed by run_cleanup_dir). */
+char *run_temp_dir(void);
+void run_cleanup_dir(char *dir);
+
+/* A path inside a directory (static buffer ring, enough for a test). */
+const char *run_path(const char *dir, const char *name);
+
+/* The whole file, NUL-terminated, or NULL. */
+char *run_read_file(const char *path, size_t *len);
+
+/* Lines of a file containing every one of the NULL-terminated needles. */
+int run_count_lines(const char *path, ...);
+
+/* The number after "NAME " in a stats file written by a scenario. */
+long run_stat(const char *path, const char *name);
+
+/* Paths the build passes in the environment; abort the test if missing. */
+const char *run_env_path(const char *name);
+
+#endif
