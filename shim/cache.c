@@ -110,14 +110,31 @@ static void graph_rec_free(struct graph_rec *rec)
     free(rec);
 }
 
+/* Destroys a graph or executable graph recap owns; a failure is logged,
+ * there is nothing else to do about it. */
+static void destroy_graph(struct site *site, CUgraph graph)
+{
+    CUresult r = DRV_REAL(cuGraphDestroy)(graph);
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(site, "cuGraphDestroy", r, "the graph may stay allocated");
+}
+
+static void destroy_exec(struct site *site, CUgraphExec exec)
+{
+    CUresult r = DRV_REAL(cuGraphExecDestroy)(exec);
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(site, "cuGraphExecDestroy", r,
+                              "the executable graph may stay allocated");
+}
+
 static void destroy_evicted(struct evictions *ev)
 {
     for (int i = 0; i < ev->ngraphs; i++) {
-        DRV_REAL(cuGraphDestroy)(ev->graphs[i]->graph);
+        destroy_graph(ev->graphs[i]->site, ev->graphs[i]->graph);
         graph_rec_free(ev->graphs[i]);
     }
     for (int i = 0; i < ev->nexecs; i++) {
-        DRV_REAL(cuGraphExecDestroy)(ev->execs[i]->exec);
+        destroy_exec(ev->execs[i]->site, ev->execs[i]->exec);
         free(ev->execs[i]);
     }
 }
@@ -194,7 +211,7 @@ void cache_graph_discard(struct graph_rec *rec)
     if (hmap_get(&graphs_by_handle, rec->graph) == rec)
         hmap_del(&graphs_by_handle, rec->graph);
     pthread_mutex_unlock(&cache_lock);
-    DRV_REAL(cuGraphDestroy)(rec->graph);
+    destroy_graph(rec->site, rec->graph);
     graph_rec_free(rec);
 }
 
@@ -214,11 +231,14 @@ static int site_keeps_graphs(const struct site *site)
            !__atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED);
 }
 
-static long graph_node_count(CUgraph graph)
+static long graph_node_count(struct site *site, CUgraph graph)
 {
     size_t n = 0;
-    if (DRV_REAL(cuGraphGetNodes)(graph, NULL, &n) != CUDA_SUCCESS)
+    CUresult r = DRV_REAL(cuGraphGetNodes)(graph, NULL, &n);
+    if (r != CUDA_SUCCESS) {
+        event_own_call_failed(site, "cuGraphGetNodes", r, "the released graph is not kept");
         return -1;
+    }
     return (long)n;
 }
 
@@ -248,7 +268,7 @@ CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
 
     /* A graph the program edited after capture would only make the next
      * recapture fail: check its node count before keeping it. */
-    int keep = site_keeps_graphs(site) && graph_node_count(graph) == recorded_nodes;
+    int keep = site_keeps_graphs(site) && graph_node_count(site, graph) == recorded_nodes;
 
     pthread_mutex_lock(&cache_lock);
     if (hmap_get(&graphs_by_handle, graph) != rec || rec->state != CACHE_HELD) {
@@ -338,7 +358,7 @@ void cache_exec_discard(struct exec_rec *rec)
     if (hmap_get(&execs_by_handle, rec->exec) == rec)
         hmap_del(&execs_by_handle, rec->exec);
     pthread_mutex_unlock(&cache_lock);
-    DRV_REAL(cuGraphExecDestroy)(rec->exec);
+    destroy_exec(rec->site, rec->exec);
     free(rec);
 }
 
@@ -428,13 +448,13 @@ int cache_release_for_oom(void)
 
     while (graphs) {
         struct graph_rec *next = graphs->link.next;
-        DRV_REAL(cuGraphDestroy)(graphs->graph);
+        destroy_graph(graphs->site, graphs->graph);
         graph_rec_free(graphs);
         graphs = next;
     }
     while (execs) {
         struct exec_rec *next = execs->link.next;
-        DRV_REAL(cuGraphExecDestroy)(execs->exec);
+        destroy_exec(execs->site, execs->exec);
         free(execs);
         execs = next;
     }

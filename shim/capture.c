@@ -51,19 +51,27 @@ static CUresult end_real(enum drv_id id, CUstream stream, CUgraph *graph)
     return ((drv_fn_cuStreamEndCapture)drv_real_fn[id])(stream, graph);
 }
 
-static int stream_still_capturing(CUstream stream)
+static int stream_still_capturing(struct capture *cap)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    DRV_REAL(cuStreamIsCapturing)(stream, &status);
+    CUresult r = DRV_REAL(cuStreamIsCapturing)(cap->origin.real, &status);
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(cap->site, "cuStreamIsCapturing", r,
+                              "the capture is taken to have ended");
     return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-static cuuint64_t capture_id_of(CUstream stream)
+static cuuint64_t capture_id_of(struct capture *cap)
 {
     CUstreamCaptureStatus status;
     cuuint64_t id = 0;
-    if (DRV_REAL(cuStreamGetCaptureInfo_v3)(stream, &status, &id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS)
+    CUresult r = DRV_REAL(cuStreamGetCaptureInfo_v3)(cap->origin.real, &status, &id, NULL, NULL,
+                                                     NULL, NULL);
+    if (r != CUDA_SUCCESS) {
+        event_own_call_failed(cap->site, "cuStreamGetCaptureInfo_v3", r,
+                              "after a fallback the program may see a new capture id");
         return 0;
+    }
     return id;
 }
 
@@ -373,7 +381,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
         cap->reason[0] = '\0';
         r = drv_caps.recapture_begin(s.real, mode, target->graph, recapture_callback, cap);
         if (r == CUDA_SUCCESS) {
-            cap->app_capture_id = capture_id_of(s.real);
+            cap->app_capture_id = capture_id_of(cap);
         } else {
             cache_graph_discard(target);   /* undefined after any failure */
             cap->target = NULL;
@@ -406,6 +414,8 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
 
     if (shape_census(graph, with_types, &census) != 0) {
         *nodes = -1;
+        event_own_call_failed(site, census.failed_call, census.error,
+                              "the captured graph is not tracked; the program's calls pass through");
         return NULL;
     }
     *nodes = census.nodes;
@@ -531,7 +541,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
 
     CUgraph graph = NULL;
     CUresult r = end_real(id, stream, &graph);
-    if (r != CUDA_SUCCESS && stream_still_capturing(s.real)) {
+    if (r != CUDA_SUCCESS && stream_still_capturing(cap)) {
         /* Wrong thread and the like: the capture goes on, untouched. */
         pthread_mutex_unlock(&cap->lock);
         ctab_release(cap);

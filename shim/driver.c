@@ -167,19 +167,20 @@ static void *open_libcuda(void)
 static void ask_driver_capabilities(void)
 {
     int version = 0;
-    if (drv_real_fn[DRV_cuDriverGetVersion] != (void *)drv_missing_entry &&
-        DRV_REAL(cuDriverGetVersion)(&version) == CUDA_SUCCESS)
+    drv_caps.version_error = DRV_REAL(cuDriverGetVersion)(&version);
+    if (drv_caps.version_error == CUDA_SUCCESS)
         drv_caps.version = version;
 
     /* Asked at the driver's own version: a version above it is refused with
      * CUDA_ERROR_INVALID_VALUE, and an unknown name comes back NULL. */
     void *fn = NULL;
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    if (drv_caps.version >= RECAP_RECAPTURE_MIN_DRIVER &&
-        drv_real_fn[DRV_cuGetProcAddress_v2] != (void *)drv_missing_entry &&
-        DRV_REAL(cuGetProcAddress_v2)("cuStreamBeginRecaptureToGraph", &fn, drv_caps.version,
-                                      CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
-        status == CU_GET_PROC_ADDRESS_SUCCESS && fn)
+    if (drv_caps.version < RECAP_RECAPTURE_MIN_DRIVER)
+        return;
+    drv_caps.probe_error = DRV_REAL(cuGetProcAddress_v2)("cuStreamBeginRecaptureToGraph", &fn,
+                                                         drv_caps.version,
+                                                         CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    if (drv_caps.probe_error == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && fn)
         drv_caps.recapture_begin = (drv_recapture_begin_fn)fn;
 }
 
@@ -221,6 +222,7 @@ const char *drv_result_name(CUresult r)
     static const struct { CUresult code; const char *name; } known[] = {
         { CUDA_SUCCESS, "CUDA_SUCCESS" },
         { CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE" },
+        { CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN" },
         { CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY" },
         { CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED" },
         { CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE" },

@@ -162,6 +162,12 @@ void event_error(const struct site *site, const char *fmt, ...)
     va_end(ap);
 }
 
+void event_own_call_failed(const struct site *site, const char *symbol, int result,
+                           const char *consequence)
+{
+    event_warning(site, "%s failed (%s): %s", symbol, drv_result_name((CUresult)result), consequence);
+}
+
 /* --- end: totals per site and overall ------------------------------------ */
 
 static void counters_json(struct jlog_line *l, const struct site_counters *c)

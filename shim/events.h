@@ -35,6 +35,11 @@ void event_error(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void event_end(void);
 
+/* A driver call recap made on its own behalf failed; `consequence` says
+ * what recap does instead. */
+void event_own_call_failed(const struct site *site, const char *symbol, int result,
+                           const char *consequence);
+
 /* In a fork child: its first event opens its own log with a "start". */
 void event_after_fork_child(void);
 

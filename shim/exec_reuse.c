@@ -16,6 +16,7 @@
 #include "shim/events.h"
 #include "shim/exec_reuse.h"
 #include "shim/runtime.h"
+#include "shim/shape.h"
 #include "shim/sites.h"
 
 static unsigned long graph_mutation_epoch;
@@ -85,33 +86,49 @@ static CUresult upload_if_asked(const struct inst_request *rq, CUgraphExec exec)
 
 /* --- bringing a released executable graph up to date ------------------------------ */
 
-static CUresult apply_changed_node(CUgraphExec exec, const struct changed_node *c, CUcontext ctx)
+/* Copies one changed node's parameters from the graph into the executable
+ * graph. On failure *failed names the call that failed. */
+static CUresult apply_changed_node(CUgraphExec exec, const struct changed_node *c, CUcontext ctx,
+                                   const char **failed)
 {
-    CUresult r;
+#define STEP(call)                    \
+    do {                              \
+        CUresult r_ = (call);         \
+        if (r_ != CUDA_SUCCESS) {     \
+            *failed = #call;          \
+            return r_;                \
+        }                             \
+    } while (0)
     switch (c->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
         CUDA_KERNEL_NODE_PARAMS p;
-        r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(c->node, &p);
-        return r ? r : DRV_REAL(cuGraphExecKernelNodeSetParams_v2)(exec, c->node, &p);
+        STEP(DRV_REAL(cuGraphKernelNodeGetParams_v2)(c->node, &p));
+        STEP(DRV_REAL(cuGraphExecKernelNodeSetParams_v2)(exec, c->node, &p));
+        return CUDA_SUCCESS;
     }
     case CU_GRAPH_NODE_TYPE_MEMSET: {
         CUDA_MEMSET_NODE_PARAMS p;
-        r = DRV_REAL(cuGraphMemsetNodeGetParams)(c->node, &p);
-        return r ? r : DRV_REAL(cuGraphExecMemsetNodeSetParams)(exec, c->node, &p, ctx);
+        STEP(DRV_REAL(cuGraphMemsetNodeGetParams)(c->node, &p));
+        STEP(DRV_REAL(cuGraphExecMemsetNodeSetParams)(exec, c->node, &p, ctx));
+        return CUDA_SUCCESS;
     }
     case CU_GRAPH_NODE_TYPE_MEMCPY: {
         CUDA_MEMCPY3D p;
-        r = DRV_REAL(cuGraphMemcpyNodeGetParams)(c->node, &p);
-        return r ? r : DRV_REAL(cuGraphExecMemcpyNodeSetParams)(exec, c->node, &p, ctx);
+        STEP(DRV_REAL(cuGraphMemcpyNodeGetParams)(c->node, &p));
+        STEP(DRV_REAL(cuGraphExecMemcpyNodeSetParams)(exec, c->node, &p, ctx));
+        return CUDA_SUCCESS;
     }
     case CU_GRAPH_NODE_TYPE_HOST: {
         CUDA_HOST_NODE_PARAMS p;
-        r = DRV_REAL(cuGraphHostNodeGetParams)(c->node, &p);
-        return r ? r : DRV_REAL(cuGraphExecHostNodeSetParams)(exec, c->node, &p);
+        STEP(DRV_REAL(cuGraphHostNodeGetParams)(c->node, &p));
+        STEP(DRV_REAL(cuGraphExecHostNodeSetParams)(exec, c->node, &p));
+        return CUDA_SUCCESS;
     }
     default:
+        *failed = shape_node_type_name(c->type);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
+#undef STEP
 }
 
 enum sync_how { SYNC_REUSE, SYNC_DELTA, SYNC_UPDATE };
@@ -140,15 +157,16 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum sync_how *how
         }
         if (g->nodes > 0 && k * 100 <= (size_t)g->nodes * EXEC_DELTA_MAX_PERCENT) {
             CUcontext ctx = NULL;
-            DRV_REAL(cuCtxGetCurrent)(&ctx);
-            size_t i = 0;
-            while (i < k && apply_changed_node(e->exec, &g->changed[i], ctx) == CUDA_SUCCESS)
-                i++;
-            if (i == k) {
+            const char *failed = "cuCtxGetCurrent";
+            CUresult r = DRV_REAL(cuCtxGetCurrent)(&ctx);
+            for (size_t i = 0; i < k && r == CUDA_SUCCESS; i++)
+                r = apply_changed_node(e->exec, &g->changed[i], ctx, &failed);
+            if (r == CUDA_SUCCESS) {
                 *how = SYNC_DELTA;
                 return 0;
             }
             /* Partly applied: the whole update below rewrites every node. */
+            snprintf(why, len, "per-node update stopped at %s: %s", failed, drv_result_name(r));
         }
     }
     CUgraphExecUpdateResultInfo info = { 0 };
@@ -157,8 +175,8 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum sync_how *how
         *how = SYNC_UPDATE;
         return 0;
     }
-    snprintf(why, len, "cuGraphExecUpdate failed: %s (result %d)", drv_result_name(r),
-             (int)info.result);
+    snprintf(why, len, "cuGraphExecUpdate_v2 failed: %s (update result %d); instantiated anew",
+             drv_result_name(r), (int)info.result);
     return -1;
 }
 

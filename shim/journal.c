@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shim/driver.h"
 #include "shim/journal.h"
 #include "shim/kparams.h"
 
@@ -147,9 +148,14 @@ static const void *extra_buffer(void **extra, size_t *size, int *bad)
 
 static int kernel_can_copy(struct kernel_view *v, const char **why)
 {
+    static __thread char text[128];
     if (*v->params) {
-        if (!kparams_of(v->f)->known) {
-            *why = "a kernel whose argument sizes the driver does not report";
+        const struct kparams_layout *l = kparams_of(v->f);
+        if (!l->known) {
+            snprintf(text, sizeof text,
+                     "a kernel whose argument sizes the driver does not report (%s)",
+                     drv_result_name(l->error));
+            *why = text;
             return 0;
         }
         return 1;
@@ -254,7 +260,7 @@ static int node_created_by(enum drv_id id, const union drv_args *a, CUgraphNodeT
 
 int journal_can_copy(enum drv_id id, const union drv_args *args, const char **why)
 {
-    static char opaque_why[128];
+    static __thread char opaque_why[128];
     union drv_args probe = *args;
     struct kernel_view v;
 
@@ -272,8 +278,6 @@ int journal_can_copy(enum drv_id id, const union drv_args *args, const char **wh
         *why = "memory allocation or free nodes (the program holds their addresses)";
         return 0;
     default:
-        /* One static buffer is enough: the text is copied by the caller
-         * before any other thread could format another. */
         snprintf(opaque_why, sizeof opaque_why, "%s, whose arguments recap cannot copy",
                  drv_table[id].symbol);
         *why = opaque_why;

@@ -19,6 +19,7 @@
 
 struct kparams_layout {
     int known;                 /* 0: the driver would not say */
+    CUresult error;            /* why not, when known == 0 */
     unsigned count;
     size_t *offset;            /* count entries, owned by the cache */
     size_t *size;

@@ -8,7 +8,9 @@
  * thread) the "end" event carries the totals; a killed process still leaves
  * complete lines. fork() children start with empty caches and their own log.
  */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -77,6 +79,12 @@ void runtime_start(void)
     site_set_self_module((const void *)runtime_start);
     jlog_configure(runtime_settings.log_template, environ);
     event_start();
+    if (drv_caps.version_error != CUDA_SUCCESS)
+        event_own_call_failed(NULL, "cuDriverGetVersion", drv_caps.version_error,
+                              "driver version unknown: no recapture, executable reuse only");
+    if (drv_caps.probe_error != CUDA_SUCCESS)
+        event_own_call_failed(NULL, "cuGetProcAddress_v2", drv_caps.probe_error,
+                              "recapture API not found: executable reuse only");
     if (!drv_caps.usable) {
         event_warning(NULL, "no usable CUDA driver (%s): recap passes every call through",
                       drv_caps.problem);

@@ -16,9 +16,14 @@ int shape_census(CUgraph graph, int with_types, struct graph_census *out)
     size_t n = 0, e = 0;
 
     *out = (struct graph_census){ .nodes = 0 };
-    if (DRV_REAL(cuGraphGetNodes)(graph, NULL, &n) != CUDA_SUCCESS ||
-        DRV_REAL(cuGraphGetEdges_v2)(graph, NULL, NULL, NULL, &e) != CUDA_SUCCESS)
+    if ((out->error = DRV_REAL(cuGraphGetNodes)(graph, NULL, &n)) != CUDA_SUCCESS) {
+        out->failed_call = "cuGraphGetNodes";
         return -1;
+    }
+    if ((out->error = DRV_REAL(cuGraphGetEdges_v2)(graph, NULL, NULL, NULL, &e)) != CUDA_SUCCESS) {
+        out->failed_call = "cuGraphGetEdges_v2";
+        return -1;
+    }
     out->nodes = (long)n;
     out->edges = (long)e;
     if (!with_types || n == 0) {
@@ -27,16 +32,23 @@ int shape_census(CUgraph graph, int with_types, struct graph_census *out)
     }
 
     CUgraphNode *nodes = malloc(n * sizeof *nodes);
-    if (!nodes)
+    if (!nodes) {
+        out->failed_call = "malloc";
+        out->error = CUDA_ERROR_OUT_OF_MEMORY;
         return -1;
+    }
     size_t got = n;
     int rc = -1;
-    if (DRV_REAL(cuGraphGetNodes)(graph, nodes, &got) == CUDA_SUCCESS && got == n) {
+    out->error = DRV_REAL(cuGraphGetNodes)(graph, nodes, &got);
+    if (out->error != CUDA_SUCCESS || got != n) {
+        out->failed_call = "cuGraphGetNodes";
+    } else {
         uint64_t h = 1469598103934665603ull;
         rc = 0;
         for (size_t i = 0; i < n; i++) {
             CUgraphNodeType t;
-            if (DRV_REAL(cuGraphNodeGetType)(nodes[i], &t) != CUDA_SUCCESS) {
+            if ((out->error = DRV_REAL(cuGraphNodeGetType)(nodes[i], &t)) != CUDA_SUCCESS) {
+                out->failed_call = "cuGraphNodeGetType";
                 rc = -1;
                 break;
             }

@@ -24,10 +24,14 @@ struct graph_census {
     unsigned long by_type[SHAPE_NODE_TYPES];
     int unreplayable;                     /* holds a type recap cannot replay */
     CUgraphNodeType first_unreplayable;
+    const char *failed_call;              /* after an error: which query */
+    CUresult error;
 };
 
 /* Counts nodes and edges, and with `with_types` reads every node's type
- * (about 0.03 us a node). Returns 0, or -1 if the driver refused. */
+ * (about 0.03 us a node). Returns 0, or -1 if the driver refused (then
+ * out->failed_call and out->error say which query and why) or memory ran
+ * out (error CUDA_ERROR_OUT_OF_MEMORY, failed_call "malloc"). */
 int shape_census(CUgraph graph, int with_types, struct graph_census *out);
 
 /* The signature of a census; never 0. */
