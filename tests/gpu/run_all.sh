@@ -13,7 +13,7 @@
 #     reference), stdout is identical byte for byte (cmp), and check_run.py
 #     finds in the log at least one capture event per capture the program
 #     made and executable-graph reuse (how = update/delta/reuse) for >= 90% of
-#     instantiations after the first at each site, and on stderr the verbose
+#     the instantiations after the first at their site, and on stderr the verbose
 #     "recap: capture begin/end site" lines; memory_growth also must not grow
 #     under recap by more than 8 MiB beyond the plain run's growth;
 # (d) prints one PASS/FAIL/SKIP line per program and a summary line
