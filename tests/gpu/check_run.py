@@ -3,10 +3,10 @@
 
   check_run.py log --log FILE --stderr FILE --min-captures N [--min-reuse F]
       The recap log must be valid JSON Lines and hold at least N `capture`
-      events with a known `path`; at every site the instantiations after the
-      first must be served from a released executable graph (`how` in update,
-      delta, reuse) in at least the fraction F of cases (default 0.9), and at
-      least one must be; stderr (RECAP_VERBOSE=1) must hold at least N
+      events with a known `path`; of all instantiations after the first at
+      their site, at least the fraction F (default 0.9) must be served from a
+      released executable graph (`how` in update, delta, reuse), and at least
+      one must be; stderr (RECAP_VERBOSE=1) must hold at least N
       "recap: capture begin site" and N "recap: capture end site" lines.
 
   check_run.py memory --plain-stderr FILE --recap-stderr FILE [--slack-mib M]
