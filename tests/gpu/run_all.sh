@@ -184,6 +184,14 @@ exit_detail() { # rc -> words
     esac
 }
 
+same_bytes() { # file file: cmp, or Python where diffutils is missing
+    if command -v cmp >/dev/null 2>&1; then
+        cmp -s "$1" "$2"
+    else
+        "$PYTHON" -c 'import filecmp, sys; sys.exit(not filecmp.cmp(sys.argv[1], sys.argv[2], shallow=False))' "$1" "$2"
+    fi
+}
+
 # run_case NAME MIN_CAPTURES BUILD_KEY -- COMMAND...
 #   BUILD_KEY: the name in BUILD_STATUS, or "-" for a Python program.
 run_case() {
@@ -222,7 +230,7 @@ run_case() {
         >"$dir/recap.out" 2>"$dir/recap.err"
     rc_recap=$?
     [ "$rc_recap" -eq 0 ] || problems+=("run under recap: $(exit_detail "$rc_recap")")
-    if ! cmp -s "$dir/plain.out" "$dir/recap.out"; then
+    if ! same_bytes "$dir/plain.out" "$dir/recap.out"; then
         diff "$dir/plain.out" "$dir/recap.out" >"$dir/stdout.diff" 2>&1
         problems+=("stdout differs from the plain run (logs/$name/stdout.diff)")
     fi
