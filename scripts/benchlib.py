@@ -1,0 +1,154 @@
+"""benchlib.py - what the benchmark drivers (bench-instantiate, bench-overhead,
+bench-delta) share: finding the repo, nvcc and librecap.so, building a .cu
+file into a temporary directory, running a benchmark binary and parsing its
+"result key=value ..." lines, the header every benchmark prints (GPU, driver,
+exact command), and reading recap's log.
+
+Every failure (no nvcc, a build error, a binary exiting nonzero, a missing
+result line) raises BenchError with a message that names what failed; the
+drivers print it and exit 1.
+"""
+import collections
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(REPO, "scripts")
+DEFAULT_ARCH_FLAGS = ["-gencode", "arch=compute_90,code=sm_90",
+                      "-gencode", "arch=compute_90,code=compute_90"]
+
+
+class BenchError(Exception):
+    pass
+
+
+def nvcc_path():
+    found = os.environ.get("NVCC") or shutil.which("nvcc")
+    if not found:
+        candidate = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+        found = candidate if os.path.exists(candidate) else None
+    if not found:
+        raise BenchError("nvcc not found (set NVCC or CUDA_HOME, or put nvcc on PATH)")
+    return found
+
+
+def arch_flags():
+    text = os.environ.get("GPU_ARCH_FLAGS")
+    return shlex.split(text) if text else list(DEFAULT_ARCH_FLAGS)
+
+
+def recap_lib(argument):
+    """The librecap.so to preload: the argument, else $RECAP_LIB, else
+    build-gpu/shim/librecap.so under the repo root. Must exist."""
+    path = argument or os.environ.get("RECAP_LIB") or os.path.join(REPO, "build-gpu", "shim",
+                                                                   "librecap.so")
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise BenchError(f"librecap.so not found at {path} (pass --recap-lib, set RECAP_LIB, or "
+                         f"build it: meson setup build-gpu -Dtests=disabled && ninja -C build-gpu)")
+    return path
+
+
+def build(source_name, workdir, extra_flags=()):
+    """Compiles scripts/<source_name> with nvcc into workdir; returns the binary path."""
+    source = os.path.join(SCRIPTS, source_name)
+    binary = os.path.join(workdir, os.path.splitext(source_name)[0])
+    command = [nvcc_path(), "-O2", "-std=c++17", *arch_flags(), source, "-o", binary,
+               *extra_flags]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BenchError(f"build failed: {shlex.join(command)}\n{done.stdout}{done.stderr}")
+    return binary
+
+
+def make_workdir(prefix):
+    return tempfile.mkdtemp(prefix=f"recap-{prefix}-")
+
+
+def run(command, env_extra=None, env_remove=("LD_PRELOAD", "RECAP_LOG", "RECAP_VERBOSE")):
+    """Runs a benchmark binary; returns its stdout. Raises on a nonzero exit."""
+    env = {k: v for k, v in os.environ.items() if k not in env_remove}
+    env.update(env_extra or {})
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        preload = f"LD_PRELOAD={env_extra['LD_PRELOAD']} " if env_extra and "LD_PRELOAD" in env_extra else ""
+        raise BenchError(f"{preload}{shlex.join(command)} exited {done.returncode}\n"
+                         f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def results(stdout):
+    """Parses every 'result key=value ...' line into a dict (numbers as float
+    where they parse)."""
+    parsed = []
+    for line in stdout.splitlines():
+        if not line.startswith("result "):
+            continue
+        fields = {}
+        for item in line.split()[1:]:
+            key, _, value = item.partition("=")
+            try:
+                fields[key] = float(value)
+            except ValueError:
+                fields[key] = value
+        parsed.append(fields)
+    if not parsed:
+        raise BenchError("no 'result' line in the benchmark's output:\n" + stdout[-2000:])
+    return parsed
+
+
+def print_header(title, info_binary):
+    """Prints the title, the GPU and driver (from nvidia-smi and from the
+    binary's --info line) and the exact command that ran this driver."""
+    print(title)
+    print("command: " + shlex.join([sys.argv[0], *sys.argv[1:]]))
+    if shutil.which("nvidia-smi"):
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True)
+        print("nvidia-smi: " + (smi.stdout.strip().splitlines() or [smi.stderr.strip()])[0])
+    print(run([info_binary, "--info"]).strip())
+    sys.stdout.flush()
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def instantiate_hows(log_path):
+    """Counts recap's instantiate events by 'how' in a JSON Lines log."""
+    counts = collections.Counter()
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and event.get("event") == "instantiate":
+                    counts[str(event.get("how"))] += 1
+    except OSError:
+        pass
+    return counts
+
+
+def format_hows(counts):
+    if not counts:
+        return "no instantiate events"
+    total = sum(counts.values())
+    reused = sum(v for k, v in counts.items() if k != "new")
+    return f"{reused}/{total} reused (" + " ".join(f"{k}={v}" for k, v in sorted(counts.items())) + ")"
+
+
+def main_guard(main):
+    """Runs main(); a BenchError prints 'error: ...' and exits 1."""
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# run_all.sh - the GPU test suite in one command, for a machine with a GPU:
+#
+#   tests/gpu/run_all.sh            (from anywhere; finds the repo from its path)
+#
+# (a) builds librecap from this repo (meson setup build-gpu -Dtests=disabled,
+#     ninja -C build-gpu; meson and ninja may be pip packages only), unless
+#     RECAP_LIB names a librecap.so to use instead;
+# (b) builds every test program with nvcc into a temporary directory;
+# (c) runs each program twice, plain and under
+#     LD_PRELOAD=librecap.so RECAP_LOG=<file> RECAP_VERBOSE=1, and checks:
+#     both runs exit 0 (each program also checks its own results against a
+#     reference), stdout is identical byte for byte (cmp), and check_run.py
+#     finds in the log at least one capture event per capture the program
+#     made and executable-graph reuse (how = update/delta/reuse) for >= 90% of
+#     the instantiations after the first at their site, and on stderr the verbose
+#     "recap: capture begin/end site" lines; memory_growth also must not grow
+#     under recap by more than 8 MiB beyond the plain run's growth;
+# (d) prints one PASS/FAIL/SKIP line per program and a summary line
+#     "summary: N passed, N failed, N skipped"; exit 0 only if none failed.
+#     When $OUT is set, $OUT/gpu-tests-summary.txt and $OUT/gpu-tests-logs.tar.gz
+#     (every program's stdout, stderr, recap log and check output) are written.
+#
+# A program that cannot run here (a Python package missing) exits 77 and is
+# reported SKIP. Environment knobs: NVCC, PYTHON, GPU_ARCH_FLAGS (default
+# sm_90 + compute_90 PTX), RUN_TIMEOUT (seconds per run, default 90),
+# TIME_BUDGET (seconds for everything, default 500), RECAP_LIB.
+set -u
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE=$REPO/tests/gpu
+PYTHON=${PYTHON:-python3}
+if [ -z "${NVCC:-}" ]; then
+    NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+fi
+read -ra ARCH_FLAGS <<<"${GPU_ARCH_FLAGS:--gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90}"
+RUN_TIMEOUT=${RUN_TIMEOUT:-90}
+TIME_BUDGET=${TIME_BUDGET:-500}
+START_SECONDS=$SECONDS
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/recap-gpu-tests.XXXXXX")
+BIN=$WORK/bin
+LOGS=$WORK/logs
+mkdir -p "$BIN" "$LOGS"
+SUMMARY=$LOGS/summary.txt
+: >"$SUMMARY"
+
+say() { printf '%s\n' "$*" | tee -a "$SUMMARY"; }
+
+collect_out() {
+    [ -n "${OUT:-}" ] || return 0
+    mkdir -p "$OUT"
+    cp "$SUMMARY" "$OUT/gpu-tests-summary.txt"
+    tar czf "$OUT/gpu-tests-logs.tar.gz" -C "$WORK" logs
+}
+
+# ---------------------------------------------------------------- environment
+say "recap GPU tests: repo $REPO, work dir $WORK"
+if command -v nvidia-smi >/dev/null 2>&1; then
+    say "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1)"
+fi
+say "nvcc: $("$NVCC" --version 2>&1 | tail -n 1)"
+say "python: $("$PYTHON" --version 2>&1)"
+
+# ---------------------------------------------------------- (a) build librecap
+build_librecap() {
+    local log=$LOGS/build-librecap.txt
+    local -a meson ninja
+    if command -v meson >/dev/null 2>&1; then
+        meson=(meson)
+    else
+        meson=("$PYTHON" -m mesonbuild.mesonmain)
+    fi
+    if command -v ninja >/dev/null 2>&1; then
+        ninja=(ninja)
+    else
+        # meson needs a ninja executable: the pip package's, or a wrapper.
+        local ninja_bin
+        ninja_bin=$("$PYTHON" -c 'import ninja, os; print(os.path.join(ninja.BIN_DIR, "ninja"))' 2>/dev/null)
+        if [ -z "$ninja_bin" ] || [ ! -x "$ninja_bin" ]; then
+            ninja_bin=$WORK/ninja-wrapper/ninja
+            mkdir -p "$(dirname "$ninja_bin")"
+            printf '#!/bin/sh\nexec %s -m ninja "$@"\n' "$PYTHON" >"$ninja_bin"
+            chmod +x "$ninja_bin"
+        fi
+        export NINJA=$ninja_bin
+        PATH=$(dirname "$ninja_bin"):$PATH
+        export PATH
+        ninja=("$ninja_bin")
+    fi
+    (
+        cd "$REPO" || exit 1
+        if [ -f build-gpu/build.ninja ]; then
+            "${meson[@]}" setup --reconfigure build-gpu -Dtests=disabled
+        else
+            "${meson[@]}" setup build-gpu -Dtests=disabled
+        fi && "${ninja[@]}" -C build-gpu
+    ) >"$log" 2>&1
+}
+
+if [ -n "${RECAP_LIB:-}" ]; then
+    LIB=$(cd "$(dirname "$RECAP_LIB")" && pwd)/$(basename "$RECAP_LIB")
+    say "librecap: using RECAP_LIB=$LIB (not built)"
+else
+    LIB=$REPO/build-gpu/shim/librecap.so
+    if ! build_librecap || [ ! -f "$LIB" ]; then
+        say "FAIL  librecap build (meson/ninja); last lines of $LOGS/build-librecap.txt:"
+        tail -n 25 "$LOGS/build-librecap.txt" | sed 's/^/      /' | tee -a "$SUMMARY"
+        say "summary: 0 passed, 1 failed, 0 skipped"
+        collect_out
+        exit 1
+    fi
+    say "librecap: built $LIB ($((SECONDS - START_SECONDS)) s)"
+fi
+if [ ! -f "$LIB" ]; then
+    say "FAIL  librecap: $LIB does not exist"
+    say "summary: 0 passed, 1 failed, 0 skipped"
+    collect_out
+    exit 1
+fi
+
+# ------------------------------------------------- (b) build the test programs
+CUFLAGS=(-O2 -std=c++17 "${ARCH_FLAGS[@]}" -Xcompiler "-ffp-contract=off,-Wall")
+declare -A BUILD_STATUS
+BUILD_PIDS=()
+BUILD_NAMES=()
+
+build_bg() { # name command... : runs the command in the background, output to a log
+    local name=$1
+    shift
+    ("$@") >"$LOGS/build-$name.txt" 2>&1 &
+    BUILD_PIDS+=($!)
+    BUILD_NAMES+=("$name")
+}
+
+build_driver_api() {
+    # driver_api.c embeds the fatbin with .incbin, found in the working directory.
+    cd "$BIN" &&
+        "$NVCC" -fatbin "${ARCH_FLAGS[@]}" -o driver_api_kernels.fatbin "$HERE/driver_api_kernels.cu" &&
+        "$NVCC" -O2 -cudart none -Xcompiler -ffp-contract=off,-Wall,-std=gnu11 -I"$HERE" \
+            "$HERE/driver_api.c" -o driver_api -lcuda
+}
+
+build_bg runtime_static "$NVCC" "${CUFLAGS[@]}" "$HERE/runtime_static.cu" -o "$BIN/runtime_static"
+build_bg runtime_shared "$NVCC" "${CUFLAGS[@]}" -cudart shared "$HERE/runtime_static.cu" -o "$BIN/runtime_shared"
+build_bg driver_api build_driver_api
+build_bg overlap "$NVCC" "${CUFLAGS[@]}" "$HERE/overlap.cu" -o "$BIN/overlap"
+build_bg memory_growth "$NVCC" "${CUFLAGS[@]}" "$HERE/memory_growth.cu" -o "$BIN/memory_growth"
+for i in "${!BUILD_PIDS[@]}"; do
+    if wait "${BUILD_PIDS[$i]}"; then
+        BUILD_STATUS[${BUILD_NAMES[$i]}]=ok
+    else
+        BUILD_STATUS[${BUILD_NAMES[$i]}]=failed
+    fi
+done
+say "programs built ($((SECONDS - START_SECONDS)) s)"
+
+# -------------------------------------------------------- (c) run and compare
+PASSED=0
+FAILED=0
+SKIPPED=0
+
+report() { # verdict name detail
+    local verdict=$1 name=$2 detail=$3
+    say "$(printf '%-5s %-16s %s' "$verdict" "$name" "$detail")"
+    case $verdict in
+        PASS) PASSED=$((PASSED + 1)) ;;
+        SKIP) SKIPPED=$((SKIPPED + 1)) ;;
+        *) FAILED=$((FAILED + 1)) ;;
+    esac
+}
+
+run_timeout() { # prints the per-run limit left within the budget, or nothing
+    local left=$((TIME_BUDGET - (SECONDS - START_SECONDS)))
+    [ "$left" -ge 15 ] || return 1
+    [ "$left" -lt "$RUN_TIMEOUT" ] && echo "$left" || echo "$RUN_TIMEOUT"
+}
+
+exit_detail() { # rc -> words
+    case $1 in
+        124) echo "timed out" ;;
+        77) echo "skipped (exit 77)" ;;
+        *) echo "exit $1" ;;
+    esac
+}
+
+same_bytes() { # file file: cmp, or Python where diffutils is missing
+    if command -v cmp >/dev/null 2>&1; then
+        cmp -s "$1" "$2"
+    else
+        "$PYTHON" -c 'import filecmp, sys; sys.exit(not filecmp.cmp(sys.argv[1], sys.argv[2], shallow=False))' "$1" "$2"
+    fi
+}
+
+# run_case NAME MIN_CAPTURES BUILD_KEY -- COMMAND...
+#   BUILD_KEY: the name in BUILD_STATUS, or "-" for a Python program.
+run_case() {
+    local name=$1 min_captures=$2 build_key=$3
+    shift 4
+    local dir=$LOGS/$name limit rc_plain rc_recap problems=()
+    mkdir -p "$dir"
+    if [ "$build_key" != - ] && [ "${BUILD_STATUS[$build_key]}" != ok ]; then
+        report FAIL "$name" "build failed, see logs/build-$build_key.txt:"
+        tail -n 15 "$LOGS/build-$build_key.txt" | sed 's/^/      /' | tee -a "$SUMMARY"
+        return
+    fi
+    if ! limit=$(run_timeout); then
+        report FAIL "$name" "not run: time budget of ${TIME_BUDGET}s spent"
+        return
+    fi
+    printf '%s\n' "$*" >"$dir/command.txt"
+    timeout -k 5 "$limit" env -u LD_PRELOAD -u RECAP_LOG -u RECAP_VERBOSE "$@" \
+        >"$dir/plain.out" 2>"$dir/plain.err"
+    rc_plain=$?
+    if [ "$rc_plain" -eq 77 ]; then
+        report SKIP "$name" "$(grep -m1 '^SKIP' "$dir/plain.out" || echo 'exit 77')"
+        return
+    fi
+    if [ "$rc_plain" -ne 0 ]; then
+        report FAIL "$name" "plain run (without recap): $(exit_detail "$rc_plain"); stderr:"
+        tail -n 10 "$dir/plain.err" | sed 's/^/      /' | tee -a "$SUMMARY"
+        return
+    fi
+    if ! limit=$(run_timeout); then
+        report FAIL "$name" "not run under recap: time budget of ${TIME_BUDGET}s spent"
+        return
+    fi
+    timeout -k 5 "$limit" env -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG \
+        LD_PRELOAD="$LIB" RECAP_LOG="$dir/recap.jsonl" RECAP_VERBOSE=1 "$@" \
+        >"$dir/recap.out" 2>"$dir/recap.err"
+    rc_recap=$?
+    [ "$rc_recap" -eq 0 ] || problems+=("run under recap: $(exit_detail "$rc_recap")")
+    if ! same_bytes "$dir/plain.out" "$dir/recap.out"; then
+        diff "$dir/plain.out" "$dir/recap.out" >"$dir/stdout.diff" 2>&1
+        problems+=("stdout differs from the plain run (logs/$name/stdout.diff)")
+    fi
+    if ! "$PYTHON" "$HERE/check_run.py" log --log "$dir/recap.jsonl" --stderr "$dir/recap.err" \
+        --min-captures "$min_captures" >"$dir/check.txt" 2>&1; then
+        problems+=("log check failed")
+    fi
+    if [ "$name" = memory_growth ]; then
+        if ! "$PYTHON" "$HERE/check_run.py" memory --plain-stderr "$dir/plain.err" \
+            --recap-stderr "$dir/recap.err" >>"$dir/check.txt" 2>&1; then
+            problems+=("memory grew under recap")
+        fi
+    fi
+    if [ "${#problems[@]}" -eq 0 ]; then
+        report PASS "$name" "$(tail -n 1 "$dir/recap.out")"
+    else
+        local joined
+        joined=$(printf '%s; ' "${problems[@]}")
+        report FAIL "$name" "${joined%; }"
+        if [ "$rc_recap" -ne 0 ]; then
+            tail -n 10 "$dir/recap.err" | grep -v '^recap: capture\|^recap: instantiate' |
+                sed 's/^/      /' | tee -a "$SUMMARY"
+        fi
+        [ -f "$dir/stdout.diff" ] && head -n 6 "$dir/stdout.diff" | sed 's/^/      /' | tee -a "$SUMMARY"
+    fi
+    sed 's/^/      /' "$dir/check.txt" | tee -a "$SUMMARY"
+}
+
+run_case runtime_static 200 runtime_static -- "$BIN/runtime_static"
+run_case runtime_shared 200 runtime_shared -- "$BIN/runtime_shared"
+run_case driver_api 200 driver_api -- "$BIN/driver_api"
+run_case overlap 200 overlap -- "$BIN/overlap"
+run_case memory_growth 10100 memory_growth -- "$BIN/memory_growth"
+run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
+run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
+run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
+
+# ------------------------------------------------------------------ (d) summary
+say "elapsed $((SECONDS - START_SECONDS)) s; logs in $LOGS"
+say "summary: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+collect_out
+[ "$FAILED" -eq 0 ]
