@@ -89,8 +89,8 @@ CUresult si_mem_alloc(size_t size, enum si_mem_kind kind, struct si_context *ctx
     a->ctx = ctx;
     a->refs = 1;
     si_vec_remove(&freed_bases, raw);
-    si_vec_push(&si.allocs, NULL);
     size_t pos = alloc_pos(a->base);
+    si_vec_push(&si.allocs, NULL);
     memmove(&si.allocs.v[pos + 1], &si.allocs.v[pos], (si.allocs.n - 1 - pos) * sizeof(void *));
     si.allocs.v[pos] = a;
     if (kind == SI_MEM_DEVICE) si.live_memory++;
