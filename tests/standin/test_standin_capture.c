@@ -432,3 +432,46 @@ Test(capture, memory_nodes, .init = setup)
     cr_assert_eq(cuGraphClone(&clone, g), CUDA_ERROR_NOT_SUPPORTED);
     CK(cuGraphDestroy(g));
 }
+
+struct worker {
+    CUstream s;
+    CUdeviceptr buf;
+    int id;
+    int failures;
+};
+
+static void *capture_loop(void *p)
+{
+    struct worker *w = p;
+    CK(cuCtxSetCurrent(fx.ctx));
+    for (int i = 0; i < 50; i++) {
+        CUgraph g;
+        CUgraphExec e;
+        int n = N, v = w->id + i;
+        void *args[] = {&w->buf, &v, &n};
+        if (cuStreamBeginCapture(w->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) ||
+            cuLaunchKernel(fx.fill, 1, 1, 1, 1, 1, 1, 0, w->s, args, NULL) ||
+            cuStreamEndCapture(w->s, &g) || cuGraphInstantiate(&e, g, 0) || cuGraphLaunch(e, w->s) ||
+            cuGraphExecDestroy(e) || cuGraphDestroy(g) || dev_ints(w->buf)[N - 1] != v)
+            w->failures++;
+    }
+    return NULL;
+}
+
+Test(capture, threads_capture_concurrently, .init = setup)
+{
+    struct worker w[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct worker){.id = i * 1000};
+        CK(cuStreamCreate(&w[i].s, CU_STREAM_NON_BLOCKING));
+        CK(cuMemAlloc(&w[i].buf, N * sizeof(int)));
+        pthread_create(&t[i], NULL, capture_loop, &w[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(w[i].failures, 0, "worker %d", i);
+    }
+    cr_assert_eq(standin_live_objects("graph"), 0);
+    cr_assert_eq(standin_live_objects("exec"), 0);
+}

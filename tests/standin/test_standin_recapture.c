@@ -384,3 +384,49 @@ Test(recapture, queries_and_fork_join_during_recapture, .init = setup)
     CK(cuGraphExecDestroy(e));
     CK(cuGraphDestroy(g));
 }
+
+Test(recapture, later_mode_surfaces_at_the_next_query_or_fork, .init = setup)
+{
+    const struct op bad[] = {{'f', 1}, {'m', 2}};
+    CUgraph g = capture_ops(base_ops, 3), out;
+    CUstreamCaptureStatus st;
+    CUevent e;
+    CK(cuEventCreate(&e, 0));
+    cr_assert_eq(standin_set_recapture_failure("later"), 0);
+    CK(cuStreamBeginRecaptureToGraph(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL, g, NULL, NULL));
+    CK(run_op(fx.s1, bad[0]));
+    CK(cuEventRecord(e, fx.s1));
+    CK(run_op(fx.s1, bad[1]));
+    cr_assert_eq(cuStreamIsCapturing(fx.s1, &st), CUDA_ERROR_GRAPH_RECAPTURE_FAILURE);
+    CK(cuStreamIsCapturing(fx.s1, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    cr_assert_eq(cuStreamEndCapture(fx.s1, &out), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    expect_poisoned(g);
+    g = capture_ops(base_ops, 3);
+    CK(cuStreamBeginRecaptureToGraph(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL, g, NULL, NULL));
+    CK(run_op(fx.s1, bad[0]));
+    CK(cuEventRecord(e, fx.s1));
+    CK(run_op(fx.s1, bad[1]));
+    cr_assert_eq(cuStreamWaitEvent(fx.s2, e, 0), CUDA_ERROR_GRAPH_RECAPTURE_FAILURE,
+                 "a stream joining the capture is a call on it");
+    cr_assert_eq(cuStreamEndCapture(fx.s1, &out), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    expect_poisoned(g);
+}
+
+Test(recapture, knobs_from_the_environment)
+{
+    setenv("STANDIN_RECAPTURE_FAILURE", "end", 1);
+    setenv("STANDIN_NULL_CALLBACK", "reject", 1);
+    setup();
+    CUgraph g = capture_ops(base_ops, 3), out;
+    cr_assert_eq(cuStreamBeginRecaptureToGraph(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL, g, NULL, NULL),
+                 CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamBeginRecaptureToGraph(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL, g, on_node,
+                                     &(struct cb_log){.answer = CUDA_SUCCESS}));
+    CK(run_op(fx.s1, (struct op){'m', 1}));
+    CK(run_op(fx.s1, base_ops[1]));
+    CK(run_op(fx.s1, base_ops[2]));
+    cr_assert_eq(cuStreamEndCapture(fx.s1, &out), CUDA_ERROR_GRAPH_RECAPTURE_FAILURE);
+    cr_assert_null(out);
+    expect_poisoned(g);
+}
