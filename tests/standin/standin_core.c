@@ -339,6 +339,18 @@ static void parse_faults(const char *spec)
     free(copy);
 }
 
+static int parse_surface(const char *where, enum si_surface *out)
+{
+    static const char *const names[] = {"call", "later", "end"};
+    for (int i = 0; where && i < 3; i++) {
+        if (strcmp(where, names[i]) == 0) {
+            *out = (enum si_surface)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 static size_t parse_bytes(const char *s, size_t fallback)
 {
     char *end;
@@ -406,7 +418,7 @@ static void state_setup(void)
     si.next_capture_id = 1;
     si.next_cond_handle = 1;
     if ((v = getenv("STANDIN_DRIVER_VERSION")) && *v) si.driver_version = atoi(v);
-    if ((v = getenv("STANDIN_RECAPTURE_FAILURE")) && standin_set_recapture_failure(v) != 0)
+    if ((v = getenv("STANDIN_RECAPTURE_FAILURE")) && parse_surface(v, &si.surface) != 0)
         fprintf(stderr, "standin: STANDIN_RECAPTURE_FAILURE=%s is not call|later|end\n", v);
     if ((v = getenv("STANDIN_NULL_CALLBACK"))) si.null_callback_accepted = strcmp(v, "reject") != 0;
     if ((v = getenv("STANDIN_RECAPTURE_ERROR_NODE"))) si.error_node = strtoul(v, NULL, 10);
@@ -534,14 +546,10 @@ SI_EXPORT void standin_set_driver_version(int version)
 
 SI_EXPORT int standin_set_recapture_failure(const char *where)
 {
-    static const char *const names[] = {"call", "later", "end"};
-    for (int i = 0; where && i < 3; i++) {
-        if (strcmp(where, names[i]) == 0) {
-            si.surface = (enum si_surface)i; /* also called from state_setup, unlocked */
-            return 0;
-        }
-    }
-    return -1;
+    si_control_lock();
+    int rc = parse_surface(where, &si.surface);
+    si_control_unlock();
+    return rc;
 }
 
 SI_EXPORT void standin_set_null_callback_accepted(int accepted)
