@@ -53,6 +53,14 @@ typedef void (*standin_kernel_fn)(const struct standin_dims *dims, void **params
 int standin_register_kernel(const char *name, standin_kernel_fn fn,
                             unsigned nparams, const size_t *param_sizes);
 
+/* Traits of a registered kernel that the executable-graph update rules
+ * look at (a node cannot be updated to a function that uses CUDA dynamic
+ * parallelism, or device-side graph launch, when the original did not).
+ * Returns 0, or -1 if no kernel has that name. */
+#define STANDIN_KERNEL_USES_CDP 1u
+#define STANDIN_KERNEL_DEVICE_GRAPH_LAUNCH 2u
+int standin_set_kernel_traits(const char *name, unsigned traits);
+
 /* Calls of the exported function `name` (exact symbol, e.g.
  * "cuGraphInstantiateWithFlags") since start or the last reset, whoever
  * made them (the program or recap). */
@@ -78,6 +86,22 @@ void standin_set_driver_version(int version);
 /* "call", "later" or "end"; returns -1 for anything else. */
 int standin_set_recapture_failure(const char *where);
 void standin_set_null_callback_accepted(int accepted);
+
+/* The same knobs as STANDIN_RECAPTURE_ERROR_NODE (0: off) and
+ * STANDIN_DEVICE_MEMORY, for tests. */
+void standin_set_recapture_error_node(unsigned long nth);
+void standin_set_device_memory(size_t bytes);
+
+/* Sets the value of a conditional handle, as a kernel would with
+ * cudaGraphSetConditional (callable from inside a kernel). Returns 0, or -1
+ * for an unknown handle. */
+int standin_set_conditional(CUgraphConditionalHandle handle, unsigned value);
+
+/* Row i of the stand-in's cuGetProcAddress table (base name, exact symbol,
+ * ABI version, flavour: 0 any flags, 1 legacy, 2 per-thread). Returns the
+ * number of rows; fills the outputs only when i is below it. */
+size_t standin_procaddr_row(size_t i, const char **base, const char **symbol, int *abi,
+                            int *flavour);
 
 /* Device bytes in use (allocations plus what graphs and executable graphs
  * are charged). */

@@ -1,0 +1,436 @@
+/*
+ * standin_capture.c - the stream-capture state machine.
+ *
+ * Owns: capture sequences (begin, fork and join through events, dependency
+ * sets, end), the capture modes and the rules for potentially unsafe calls
+ * (cuThreadExchangeStreamCaptureMode), invalidation, the legacy-stream
+ * conflicts, capture queries, and si_submit, the one place that decides
+ * whether work runs now or becomes a node. Must never: judge node
+ * parameters (standin_params.c) or match a recapture against its graph
+ * (standin_recapture.c, reached through si_recapture_*).
+ *
+ * Rules followed, from the driver documentation of cuStreamBeginCapture,
+ * cuStreamEndCapture, cuThreadExchangeStreamCaptureMode,
+ * cuStreamGetCaptureInfo and the programming guide's "Prohibited and
+ * Unhandled Operations": an invalid operation invalidates every capture it
+ * concerns; later work on an invalidated capture returns
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; the end always takes every stream of
+ * the capture out of capture.
+ */
+#include "standin_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct si_capture *si_capture_by_id(unsigned long long id)
+{
+    for (struct si_capture *c = si.captures; c; c = c->next)
+        if (c->id == id) return c;
+    return NULL;
+}
+
+bool si_any_capture_active(void)
+{
+    return si.captures != NULL;
+}
+
+void si_capture_invalidate(struct si_capture *c, const char *why)
+{
+    if (c->invalidated) return;
+    c->invalidated = true;
+    if (c->rc) si_graph_poison(c->graph, why); /* a recapture fails for any reason */
+}
+
+/* The legacy stream encompasses every blocking stream: while one of them
+ * captures, using the legacy stream would make an implicit dependency on the
+ * capture. */
+static CUresult legacy_conflict(bool invalidate)
+{
+    bool hit = false;
+    for (struct si_capture *c = si.captures; c; c = c->next) {
+        for (size_t i = 0; i < c->streams.n; i++) {
+            if (!si_stream_blocking(c->streams.v[i])) continue;
+            hit = true;
+            if (invalidate) si_capture_invalidate(c, "legacy stream used during capture");
+            break;
+        }
+    }
+    return hit ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
+}
+
+CUresult si_capture_gate(struct si_stream *s)
+{
+    CUresult rc;
+    if (s->skind == SI_STREAM_LEGACY && (rc = legacy_conflict(true))) return rc;
+    if (!s->cap) return CUDA_SUCCESS;
+    if (s->cap->rc && (rc = si_recapture_gate(s->cap))) return rc;
+    return s->cap->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+}
+
+/* cuThreadExchangeStreamCaptureMode: a thread in GLOBAL mode may not make
+ * potentially unsafe calls while it has a non-relaxed capture of its own or
+ * any thread has a GLOBAL capture; THREAD_LOCAL only looks at its own;
+ * RELAXED is never prohibited. A prohibited call invalidates the captures
+ * that prohibit it. */
+CUresult si_capture_unsafe_call(const char *what)
+{
+    CUstreamCaptureMode mode = si_tls.mode;
+    pthread_t self = pthread_self();
+    bool prohibited = false;
+    if (mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+    for (struct si_capture *c = si.captures; c; c = c->next) {
+        bool mine = pthread_equal(c->thread, self);
+        if ((mine && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+            (!mine && mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+            prohibited = true;
+            si_capture_invalidate(c, what);
+        }
+    }
+    return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/* Synchronous APIs enqueue on the default stream and wait for it. */
+CUresult si_sync_default_stream(bool ptds, const char *what, struct si_stream **out)
+{
+    CUresult rc = si_capture_unsafe_call(what);
+    if (rc || (rc = si_stream_get(NULL, ptds, out)) || (rc = si_capture_gate(*out))) return rc;
+    if ((*out)->cap) {
+        si_capture_invalidate((*out)->cap, what);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Nodes.                                                              */
+
+CUresult si_capture_add_node(struct si_stream *s, struct si_params *p, struct si_node **out)
+{
+    struct si_capture *c = s->cap;
+    struct si_node *n;
+    if (c->rc) return si_recapture_match(c, s, p, out);
+    CUresult rc = si_graph_add(c->graph, p, (struct si_node *const *)s->deps.v, s->deps.n, &n);
+    if (rc) return rc;
+    s->deps.n = 0;
+    si_vec_push(&s->deps, n);
+    if (out) *out = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult si_submit(struct si_stream *s, struct si_params *p, struct si_node **node_out)
+{
+    if (s->cap) return si_capture_add_node(s, p, node_out);
+    CUresult rc = si_params_run(p, s);
+    si_params_free(p);
+    return rc;
+}
+
+static void stream_join(struct si_capture *c, struct si_stream *s, const struct si_vec *deps)
+{
+    s->cap = c;
+    si_vec_copy(&s->deps, deps);
+    if (!si_vec_contains(&c->streams, s)) si_vec_push(&c->streams, s);
+}
+
+CUresult si_capture_event_record(struct si_stream *s, struct si_event *ev, unsigned flags)
+{
+    if (flags & CU_EVENT_RECORD_EXTERNAL) {
+        struct si_params p;
+        CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_EVENT_RECORD};
+        np.eventRecord.event = (CUevent)ev;
+        CUresult rc = si_params_build(&p, &np, s->ctx);
+        return rc ? rc : si_capture_add_node(s, &p, NULL);
+    }
+    ev->cap_id = s->cap->id;
+    ev->recorded = true;
+    si_vec_copy(&ev->cap_deps, &s->deps);
+    return CUDA_SUCCESS;
+}
+
+CUresult si_capture_event_wait(struct si_stream *s, struct si_event *ev, unsigned flags)
+{
+    struct si_capture *ec = ev->cap_id ? si_capture_by_id(ev->cap_id) : NULL;
+    CUresult rc;
+    if (flags & CU_EVENT_WAIT_EXTERNAL) {
+        struct si_params p;
+        CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_WAIT_EVENT};
+        if (!s->cap) return CUDA_ERROR_INVALID_VALUE;
+        np.eventWait.event = (CUevent)ev;
+        rc = si_params_build(&p, &np, s->ctx);
+        return rc ? rc : si_capture_add_node(s, &p, NULL);
+    }
+    if (!s->cap) { /* fork: the stream joins the event's capture */
+        if (ec->rc && (rc = si_recapture_gate(ec))) return rc;
+        if (ec->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        if (s->skind == SI_STREAM_LEGACY) {
+            si_capture_invalidate(ec, "legacy stream joined a capture");
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+        stream_join(ec, s, &ev->cap_deps);
+        return CUDA_SUCCESS;
+    }
+    if (!ev->cap_id && !ev->recorded) return CUDA_SUCCESS; /* an empty event */
+    if (ec != s->cap) {
+        /* A dependency across the capture boundary, or a merge of two
+         * captures. */
+        si_capture_invalidate(s->cap, "wait on an event from outside the capture");
+        return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    }
+    for (size_t i = 0; i < ev->cap_deps.n; i++)
+        if (!si_vec_contains(&s->deps, ev->cap_deps.v[i])) si_vec_push(&s->deps, ev->cap_deps.v[i]);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Begin and end.                                                      */
+
+CUresult si_capture_begin(struct si_stream *s, CUstreamCaptureMode mode, struct si_graph *into,
+                          const CUgraphNode *deps, size_t ndeps, struct si_capture **out)
+{
+    CUresult rc;
+    if (s->skind == SI_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (s->cap) return CUDA_ERROR_ILLEGAL_STATE;
+    if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+    if (into && into->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+    if (into && (rc = si_graph_check_deps(into, deps, ndeps, NULL))) return rc;
+    struct si_capture *c = si_calloc(1, sizeof(*c));
+    if (into) {
+        c->graph = into;
+    } else if ((rc = si_graph_new(&c->graph))) {
+        free(c);
+        return rc;
+    }
+    c->graph_owned = !into;
+    c->id = si.next_capture_id++;
+    c->mode = mode;
+    c->thread = pthread_self();
+    c->origin = s;
+    c->graph->capturing = c;
+    s->cap = c;
+    s->deps.n = 0;
+    for (size_t i = 0; i < ndeps; i++) si_vec_push(&s->deps, (void *)deps[i]);
+    si_vec_push(&c->streams, s);
+    c->next = si.captures;
+    si.captures = c;
+    if (out) *out = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult begin_capture(CUstream h, bool ptsz, CUstreamCaptureMode mode)
+{
+    struct si_stream *s;
+    CUresult rc = si_stream_get(h, ptsz, &s);
+    if (rc) return rc;
+    if (s->skind == SI_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return si_capture_begin(s, mode, NULL, NULL, 0, NULL);
+}
+
+SI_API(cuStreamBeginCapture, (CUstream s), begin_capture(s, false, CU_STREAM_CAPTURE_MODE_GLOBAL))
+SI_API(cuStreamBeginCapture_ptsz, (CUstream s), begin_capture(s, true, CU_STREAM_CAPTURE_MODE_GLOBAL))
+SI_API(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode mode), begin_capture(s, false, mode))
+SI_API(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode mode), begin_capture(s, true, mode))
+
+static CUresult begin_capture_to_graph(CUstream h, CUgraph hGraph, const CUgraphNode *deps,
+                                       const CUgraphEdgeData *edata, size_t ndeps,
+                                       CUstreamCaptureMode mode, bool ptsz)
+{
+    struct si_stream *s;
+    struct si_graph *g;
+    CUresult rc = si_stream_get(h, ptsz, &s);
+    if (rc || (rc = si_get(hGraph, SI_GRAPH, &g))) return rc;
+    if (ndeps && !deps) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = si_graph_check_deps(g, deps, ndeps, edata))) return rc;
+    return si_capture_begin(s, mode, g, deps, ndeps, NULL);
+}
+
+SI_API(cuStreamBeginCaptureToGraph, (CUstream s, CUgraph g, const CUgraphNode *deps,
+                                     const CUgraphEdgeData *edata, size_t n, CUstreamCaptureMode mode),
+       begin_capture_to_graph(s, g, deps, edata, n, mode, false))
+SI_API(cuStreamBeginCaptureToGraph_ptsz, (CUstream s, CUgraph g, const CUgraphNode *deps,
+                                          const CUgraphEdgeData *edata, size_t n,
+                                          CUstreamCaptureMode mode),
+       begin_capture_to_graph(s, g, deps, edata, n, mode, true))
+
+static void mark_ancestors(struct si_node *n, unsigned long visit)
+{
+    if (n->visit == visit) return;
+    n->visit = visit;
+    for (size_t i = 0; i < n->deps.n; i++) mark_ancestors(n->deps.v[i], visit);
+}
+
+/* Every stream that joined must have been joined back: whatever it would
+ * depend on next must be reachable from the origin stream's dependencies. */
+static bool capture_unjoined(const struct si_capture *c)
+{
+    unsigned long visit = si_next_visit();
+    for (size_t i = 0; i < c->origin->deps.n; i++) mark_ancestors(c->origin->deps.v[i], visit);
+    for (size_t i = 0; i < c->streams.n; i++) {
+        const struct si_stream *t = c->streams.v[i];
+        for (size_t j = 0; t != c->origin && j < t->deps.n; j++)
+            if (((struct si_node *)t->deps.v[j])->visit != visit) return true;
+    }
+    return false;
+}
+
+static void capture_detach(struct si_capture *c)
+{
+    for (size_t i = 0; i < c->streams.n; i++) {
+        struct si_stream *t = c->streams.v[i];
+        t->cap = NULL;
+        t->deps.n = 0;
+    }
+    for (struct si_capture **pp = &si.captures; *pp; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    c->graph->capturing = NULL;
+    si_vec_free(&c->streams);
+    if (c->rc) si_recapture_free(c->rc);
+    free(c);
+}
+
+static CUresult end_capture(CUstream h, bool ptsz, CUgraph *phGraph)
+{
+    struct si_stream *s;
+    CUresult rc = si_stream_get(h, ptsz, &s);
+    if (rc) return rc;
+    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
+    struct si_capture *c = s->cap;
+    if (!c) {
+        if (s->skind == SI_STREAM_LEGACY && (rc = legacy_conflict(true))) return rc;
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    if (c->origin != s) {
+        si_capture_invalidate(c, "capture ended on a stream other than its origin");
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(c->thread, pthread_self())) {
+        si_capture_invalidate(c, "capture ended from another thread");
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    }
+    if (c->rc && si_recapture_silent(c)) rc = CUDA_ERROR_GRAPH_RECAPTURE_FAILURE;
+    else if (c->invalidated) rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    else if (capture_unjoined(c)) rc = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    else if (c->rc) rc = si_recapture_end(c);
+    if (rc && c->rc) si_graph_poison(c->graph, "recapture failed");
+    *phGraph = rc ? NULL : (CUgraph)c->graph;
+    if (rc && c->graph_owned) si_graph_free(c->graph);
+    capture_detach(c);
+    return rc;
+}
+
+SI_API(cuStreamEndCapture, (CUstream s, CUgraph *g), end_capture(s, false, g))
+SI_API(cuStreamEndCapture_ptsz, (CUstream s, CUgraph *g), end_capture(s, true, g))
+
+/* ------------------------------------------------------------------ */
+/* Queries and dependency updates.                                      */
+
+struct capture_query {
+    CUstreamCaptureStatus *status;
+    cuuint64_t *id;
+    CUgraph *graph;
+    const CUgraphNode **deps;
+    const CUgraphEdgeData **edata;
+    size_t *ndeps;
+};
+
+static CUresult capture_query(CUstream h, bool ptsz, const struct capture_query *q)
+{
+    struct si_stream *s;
+    CUresult rc = si_stream_get(h, ptsz, &s);
+    if (rc) return rc;
+    if (!q->status || (q->edata && !q->deps)) return CUDA_ERROR_INVALID_VALUE;
+    if (s->skind == SI_STREAM_LEGACY && (rc = legacy_conflict(false))) return rc;
+    struct si_capture *c = s->cap;
+    if (c && c->rc && (rc = si_recapture_gate(c))) return rc;
+    if (!c) {
+        *q->status = CU_STREAM_CAPTURE_STATUS_NONE;
+        return CUDA_SUCCESS;
+    }
+    if (q->id) *q->id = c->id;
+    if (c->invalidated) {
+        *q->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        return CUDA_SUCCESS;
+    }
+    *q->status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (q->graph) *q->graph = (CUgraph)c->graph;
+    if (q->deps) *q->deps = (const CUgraphNode *)s->deps.v;
+    if (q->ndeps) *q->ndeps = s->deps.n;
+    if (q->edata) {
+        if (s->zero_edges_len < s->deps.n + 1) {
+            free(s->zero_edges);
+            s->zero_edges_len = s->deps.n + 1;
+            s->zero_edges = si_calloc(s->zero_edges_len, sizeof(CUgraphEdgeData));
+        }
+        *q->edata = s->zero_edges;
+    }
+    return CUDA_SUCCESS;
+}
+
+#define QUERY(...) (&(struct capture_query){__VA_ARGS__})
+
+SI_API(cuStreamIsCapturing, (CUstream h, CUstreamCaptureStatus *st),
+       capture_query(h, false, QUERY(.status = st)))
+SI_API(cuStreamIsCapturing_ptsz, (CUstream h, CUstreamCaptureStatus *st),
+       capture_query(h, true, QUERY(.status = st)))
+SI_API(cuStreamGetCaptureInfo, (CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id),
+       capture_query(h, false, QUERY(.status = st, .id = id)))
+SI_API(cuStreamGetCaptureInfo_ptsz, (CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id),
+       capture_query(h, true, QUERY(.status = st, .id = id)))
+SI_API(cuStreamGetCaptureInfo_v2, (CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                   const CUgraphNode **deps, size_t *n),
+       capture_query(h, false, QUERY(.status = st, .id = id, .graph = g, .deps = deps, .ndeps = n)))
+SI_API(cuStreamGetCaptureInfo_v2_ptsz, (CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                        CUgraph *g, const CUgraphNode **deps, size_t *n),
+       capture_query(h, true, QUERY(.status = st, .id = id, .graph = g, .deps = deps, .ndeps = n)))
+SI_API(cuStreamGetCaptureInfo_v3, (CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                   const CUgraphNode **deps, const CUgraphEdgeData **e, size_t *n),
+       capture_query(h, false, QUERY(.status = st, .id = id, .graph = g, .deps = deps, .edata = e,
+                                     .ndeps = n)))
+SI_API(cuStreamGetCaptureInfo_v3_ptsz, (CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                        CUgraph *g, const CUgraphNode **deps,
+                                        const CUgraphEdgeData **e, size_t *n),
+       capture_query(h, true, QUERY(.status = st, .id = id, .graph = g, .deps = deps, .edata = e,
+                                    .ndeps = n)))
+
+static CUresult update_deps(CUstream h, CUgraphNode *deps, const CUgraphEdgeData *edata, size_t n,
+                            unsigned flags, bool ptsz)
+{
+    struct si_stream *s;
+    CUresult rc = si_stream_get(h, ptsz, &s);
+    if (rc || (rc = si_capture_gate(s))) return rc;
+    if (!s->cap) return CUDA_ERROR_ILLEGAL_STATE;
+    if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || (n && !deps)) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = si_graph_check_deps(s->cap->graph, deps, n, edata))) return rc;
+    if (si_recapture_silent(s->cap)) return CUDA_SUCCESS;
+    if (flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES) s->deps.n = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!si_vec_contains(&s->deps, deps[i])) si_vec_push(&s->deps, deps[i]);
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuStreamUpdateCaptureDependencies, (CUstream h, CUgraphNode *deps, size_t n, unsigned int flags),
+       update_deps(h, deps, NULL, n, flags, false))
+SI_API(cuStreamUpdateCaptureDependencies_ptsz, (CUstream h, CUgraphNode *deps, size_t n,
+                                                unsigned int flags),
+       update_deps(h, deps, NULL, n, flags, true))
+SI_API(cuStreamUpdateCaptureDependencies_v2, (CUstream h, CUgraphNode *deps, const CUgraphEdgeData *e,
+                                              size_t n, unsigned int flags),
+       update_deps(h, deps, e, n, flags, false))
+SI_API(cuStreamUpdateCaptureDependencies_v2_ptsz, (CUstream h, CUgraphNode *deps,
+                                                   const CUgraphEdgeData *e, size_t n,
+                                                   unsigned int flags),
+       update_deps(h, deps, e, n, flags, true))
+
+SI_EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    SI_ENTER(cuThreadExchangeStreamCaptureMode);
+    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return si_leave(CUDA_ERROR_INVALID_VALUE);
+    CUstreamCaptureMode old = si_tls.mode;
+    si_tls.mode = *mode;
+    *mode = old;
+    return si_leave(CUDA_SUCCESS);
+}

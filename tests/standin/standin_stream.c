@@ -1,0 +1,253 @@
+/*
+ * standin_stream.c - streams and events.
+ *
+ * Owns: stream handles (user streams, the legacy stream, each thread's
+ * per-thread default stream), stream creation, destruction, queries and
+ * synchronisation, and events (creation, record, wait, query,
+ * synchronisation, timing). Execution is synchronous, so a stream that is
+ * not capturing is always idle and an event recorded outside capture is
+ * always complete. Must never: decide how capture treats an event record or
+ * wait (the capture module does), or run work.
+ */
+#include "standin_internal.h"
+
+#include <stdlib.h>
+
+/* ------------------------------------------------------------------ */
+/* Stream handles.                                                      */
+
+static struct si_stream *builtin_stream(enum si_stream_kind kind)
+{
+    struct si_stream *s = si_calloc(1, sizeof(*s));
+    si_obj_init(s, SI_STREAM);
+    si.live[SI_STREAM]--; /* the driver's own: not a program object */
+    s->skind = kind;
+    return s;
+}
+
+CUresult si_stream_get(CUstream h, bool ptsz, struct si_stream **out)
+{
+    struct si_stream *s;
+    bool per_thread = h == CU_STREAM_PER_THREAD || (!h && ptsz);
+    if (h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) return si_get(h, SI_STREAM, out);
+    struct si_context *ctx;
+    CUresult rc = si_need_ctx(&ctx);
+    if (rc) return rc;
+    if (per_thread) {
+        if (!si_tls.per_thread) si_tls.per_thread = builtin_stream(SI_STREAM_PER_THREAD);
+        s = si_tls.per_thread;
+    } else {
+        if (!si.legacy) si.legacy = builtin_stream(SI_STREAM_LEGACY);
+        s = si.legacy;
+    }
+    if (!s->cap) s->ctx = ctx;
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+/* Blocking streams synchronise implicitly with the legacy stream; the
+ * per-thread default stream does too. */
+bool si_stream_blocking(const struct si_stream *s)
+{
+    return s->skind != SI_STREAM_USER || !(s->flags & CU_STREAM_NON_BLOCKING);
+}
+
+static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
+{
+    struct si_context *ctx;
+    CUresult rc = si_need_ctx(&ctx);
+    if (rc) return rc;
+    if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+    struct si_stream *s = si_calloc(1, sizeof(*s));
+    si_obj_init(s, SI_STREAM);
+    s->skind = SI_STREAM_USER;
+    s->flags = flags;
+    /* Priorities clamp to the device range [-5, 0] (lower is higher). */
+    s->priority = priority > 0 ? 0 : (priority < -5 ? -5 : priority);
+    s->ctx = ctx;
+    *phStream = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuStreamCreate, (CUstream *phStream, unsigned int Flags), stream_create(phStream, Flags, 0))
+SI_API(cuStreamCreateWithPriority, (CUstream *phStream, unsigned int flags, int priority),
+       stream_create(phStream, flags, priority))
+
+/* Destroying a stream in the middle of a capture is a capture violation
+ * here: the capture is invalidated and the stream stays (the docs are
+ * silent; a real driver cannot end that capture any more either). */
+static CUresult stream_destroy(CUstream hStream)
+{
+    struct si_stream *s;
+    if (hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD || !hStream)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = si_get(hStream, SI_STREAM, &s);
+    if (rc) return rc;
+    if (s->cap) {
+        si_capture_invalidate(s->cap, "a capturing stream was destroyed");
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    si_vec_free(&s->deps);
+    free(s->zero_edges);
+    s->zero_edges = NULL;
+    si_obj_kill(s);
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuStreamDestroy, (CUstream hStream), stream_destroy(hStream))
+SI_API(cuStreamDestroy_v2, (CUstream hStream), stream_destroy(hStream))
+
+static CUresult stream_flags(CUstream h, bool ptsz, unsigned *flags, int *priority)
+{
+    struct si_stream *s;
+    CUresult rc = si_stream_get(h, ptsz, &s);
+    if (rc) return rc;
+    if (flags) *flags = s->flags;
+    if (priority) *priority = s->priority;
+    return (flags || priority) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SI_API(cuStreamGetFlags, (CUstream h, unsigned int *flags), stream_flags(h, false, flags, NULL))
+SI_API(cuStreamGetFlags_ptsz, (CUstream h, unsigned int *flags), stream_flags(h, true, flags, NULL))
+SI_API(cuStreamGetPriority, (CUstream h, int *priority), stream_flags(h, false, NULL, priority))
+SI_API(cuStreamGetPriority_ptsz, (CUstream h, int *priority), stream_flags(h, true, NULL, priority))
+
+/* Synchronising or querying a capturing stream is invalid: it does not
+ * represent work scheduled for execution. */
+static CUresult stream_wait_idle(CUstream hStream, bool ptsz, const char *what)
+{
+    struct si_stream *s;
+    CUresult rc = si_stream_get(hStream, ptsz, &s);
+    if (rc || (rc = si_capture_gate(s))) return rc;
+    if (s->cap) {
+        si_capture_invalidate(s->cap, what);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuStreamSynchronize, (CUstream s), stream_wait_idle(s, false, "capturing stream synchronised"))
+SI_API(cuStreamSynchronize_ptsz, (CUstream s), stream_wait_idle(s, true, "capturing stream synchronised"))
+SI_API(cuStreamQuery, (CUstream s), stream_wait_idle(s, false, "capturing stream queried"))
+SI_API(cuStreamQuery_ptsz, (CUstream s), stream_wait_idle(s, true, "capturing stream queried"))
+
+/* ------------------------------------------------------------------ */
+/* Events.                                                             */
+
+static CUresult event_create(CUevent *phEvent, unsigned flags)
+{
+    const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    CUresult rc = si_need_ctx(NULL);
+    if (rc) return rc;
+    if (!phEvent || (flags & ~known)) return CUDA_ERROR_INVALID_VALUE;
+    if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct si_event *ev = si_calloc(1, sizeof(*ev));
+    si_obj_init(ev, SI_EVENT);
+    ev->flags = flags;
+    *phEvent = (CUevent)ev;
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuEventCreate, (CUevent *phEvent, unsigned int Flags), event_create(phEvent, Flags))
+
+static CUresult event_destroy(CUevent hEvent)
+{
+    struct si_event *ev;
+    CUresult rc = si_get(hEvent, SI_EVENT, &ev);
+    if (rc) return rc;
+    si_vec_free(&ev->cap_deps);
+    si_obj_kill(ev);
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuEventDestroy, (CUevent hEvent), event_destroy(hEvent))
+SI_API(cuEventDestroy_v2, (CUevent hEvent), event_destroy(hEvent))
+
+static CUresult event_record(CUevent hEvent, CUstream hStream, unsigned flags, bool ptsz)
+{
+    struct si_event *ev;
+    struct si_stream *s;
+    CUresult rc = si_get(hEvent, SI_EVENT, &ev);
+    if (rc || (rc = si_stream_get(hStream, ptsz, &s))) return rc;
+    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = si_capture_gate(s))) return rc;
+    if (s->cap) return si_capture_event_record(s, ev, flags);
+    if (flags & CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE; /* only in capture */
+    ev->recorded = true;
+    ev->time_ms = si_now_ms();
+    ev->cap_id = 0;
+    ev->cap_deps.n = 0;
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuEventRecord, (CUevent e, CUstream s), event_record(e, s, 0, false))
+SI_API(cuEventRecord_ptsz, (CUevent e, CUstream s), event_record(e, s, 0, true))
+SI_API(cuEventRecordWithFlags, (CUevent e, CUstream s, unsigned int flags), event_record(e, s, flags, false))
+SI_API(cuEventRecordWithFlags_ptsz, (CUevent e, CUstream s, unsigned int flags),
+       event_record(e, s, flags, true))
+
+static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, unsigned flags, bool ptsz)
+{
+    struct si_event *ev;
+    struct si_stream *s;
+    CUresult rc = si_stream_get(hStream, ptsz, &s);
+    if (rc || (rc = si_get(hEvent, SI_EVENT, &ev))) return rc;
+    if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = si_capture_gate(s))) return rc;
+    if (s->cap || (ev->cap_id && si_capture_by_id(ev->cap_id)))
+        return si_capture_event_wait(s, ev, flags);
+    if (flags & CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE; /* only in capture */
+    if (ev->cap_id) return CUDA_ERROR_CAPTURED_EVENT; /* its capture has ended */
+    return CUDA_SUCCESS; /* everything recorded has already run */
+}
+
+SI_API(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned int flags), stream_wait_event(s, e, flags, false))
+SI_API(cuStreamWaitEvent_ptsz, (CUstream s, CUevent e, unsigned int flags),
+       stream_wait_event(s, e, flags, true))
+
+/* An event last recorded in a capture stands for no scheduled work:
+ * querying or synchronising it is refused and invalidates that capture. */
+static CUresult captured_event_use(struct si_event *ev, const char *what)
+{
+    struct si_capture *c = si_capture_by_id(ev->cap_id);
+    if (c) si_capture_invalidate(c, what);
+    return CUDA_ERROR_CAPTURED_EVENT;
+}
+
+static CUresult event_synchronize(CUevent hEvent)
+{
+    struct si_event *ev;
+    CUresult rc = si_get(hEvent, SI_EVENT, &ev);
+    if (rc) return rc;
+    if (ev->cap_id) return captured_event_use(ev, "captured event synchronised");
+    return si_capture_unsafe_call("cuEventSynchronize");
+}
+
+static CUresult event_query(CUevent hEvent)
+{
+    struct si_event *ev;
+    CUresult rc = si_get(hEvent, SI_EVENT, &ev);
+    if (rc) return rc;
+    if (ev->cap_id) return captured_event_use(ev, "captured event queried");
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuEventSynchronize, (CUevent e), event_synchronize(e))
+SI_API(cuEventQuery, (CUevent e), event_query(e))
+
+static CUresult event_elapsed(float *ms, CUevent hStart, CUevent hEnd)
+{
+    struct si_event *a, *b;
+    CUresult rc = si_get(hStart, SI_EVENT, &a);
+    if (rc || (rc = si_get(hEnd, SI_EVENT, &b))) return rc;
+    if (!ms) return CUDA_ERROR_INVALID_VALUE;
+    if (a->cap_id || b->cap_id) return CUDA_ERROR_CAPTURED_EVENT;
+    if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+    if (!a->recorded || !b->recorded) return CUDA_ERROR_INVALID_HANDLE;
+    *ms = (float)(b->time_ms - a->time_ms);
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuEventElapsedTime, (float *ms, CUevent s, CUevent e), event_elapsed(ms, s, e))
+SI_API(cuEventElapsedTime_v2, (float *ms, CUevent s, CUevent e), event_elapsed(ms, s, e))
