@@ -246,23 +246,33 @@ void site_set_self_module(const void *addr_in_module)
     atomic_store_explicit(&site_self_base, base, memory_order_release);
 }
 
+/* noinline: the search below anchors on this function's own return address. */
+__attribute__((noinline))
 void site_stack_capture(struct site_stack *st, int depth)
 {
     void *raw[SITE_MAX_DEPTH + SITE_SKIP_MAX];
+    void *caller = __builtin_return_address(0);
     if (depth < 1)
         depth = 1;
     if (depth > SITE_MAX_DEPTH)
         depth = SITE_MAX_DEPTH;
     uintptr_t self = atomic_load_explicit(&site_self_base, memory_order_acquire);
     int hint = atomic_load_explicit(&site_skip_hint, memory_order_relaxed);
-    /* +2: this function and one more wrapper level than last seen. */
-    int want = depth + (self ? hint + 2 : 1);
+    /* This function, a possible backtrace interceptor (ASan has one), and
+     * one more wrapper level than last seen. */
+    int want = depth + hint + 3;
     if (want > SITE_MAX_DEPTH + SITE_SKIP_MAX)
         want = SITE_MAX_DEPTH + SITE_SKIP_MAX;
 
     for (;;) {
         int n = backtrace(raw, want);
+        /* Our caller's frame: usually raw[1], later when something wraps
+         * backtrace. Every frame before it is machinery, never the site. */
         int first = 0;
+        while (first < n && raw[first] != caller)
+            first++;
+        if (first == n)
+            first = n > 1 ? 1 : 0;
         if (self) {
             while (first < n) {
                 uintptr_t base;
@@ -272,8 +282,6 @@ void site_stack_capture(struct site_stack *st, int depth)
                     break;
                 first++;
             }
-        } else {
-            first = 1;   /* this function's own return address into its caller */
         }
         int kept = n - first;
         int truncated = n == want && kept < depth;
@@ -281,7 +289,7 @@ void site_stack_capture(struct site_stack *st, int depth)
             want = SITE_MAX_DEPTH + SITE_SKIP_MAX;
             continue;
         }
-        if (self && first > hint)
+        if (first > hint)
             atomic_store_explicit(&site_skip_hint, first < SITE_SKIP_MAX ? first : SITE_SKIP_MAX,
                                   memory_order_relaxed);
         if (kept > depth)
