@@ -258,9 +258,11 @@ void site_stack_capture(struct site_stack *st, int depth)
         depth = SITE_MAX_DEPTH;
     uintptr_t self = atomic_load_explicit(&site_self_base, memory_order_acquire);
     int hint = atomic_load_explicit(&site_skip_hint, memory_order_relaxed);
-    /* This function, a possible backtrace interceptor (ASan has one), and
-     * one more wrapper level than last seen. */
-    int want = depth + hint + 3;
+    /* hint: frames skipped last time (this function, a backtrace
+     * interceptor where there is one, librecap's wrappers). Each extra
+     * frame requested costs a full unwinding step, so ask for just that
+     * many; a deeper skip than learnt is caught below and retried. */
+    int want = depth + (hint > 0 ? hint : 4);
     if (want > SITE_MAX_DEPTH + SITE_SKIP_MAX)
         want = SITE_MAX_DEPTH + SITE_SKIP_MAX;
 

@@ -68,6 +68,13 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3; i++)
             loop[i] = caller_a(8);
         printf("loop_same %d\n", loop[0] == loop[1] && loop[1] == loop[2]);
+        /* One call site, librecap-side chains of 0, 30 and 3 extra frames:
+         * all skipped, so one id (30 also exceeds the learnt skip count). */
+        static const int extra[3] = { 0, 30, 3 };
+        uint64_t nested[3];
+        for (int i = 0; i < 3; i++)
+            nested[i] = probe_id_nested(8, extra[i]);
+        printf("nested_same %d\n", nested[0] == nested[1] && nested[1] == nested[2]);
         printf("main_addr %p\n", (void *)main);
         return 0;
     }

@@ -21,6 +21,24 @@ uint64_t probe_id(int depth)
     return site_id_of(&st);
 }
 
+/* Recurses `extra` times inside this library before capturing: a deeper
+ * chain of librecap frames than usual. Exported so the compiler keeps the
+ * calls. */
+PROBE_EXPORT uint64_t probe_nest(int depth, int extra);
+uint64_t probe_nest(int depth, int extra)
+{
+    uint64_t id = extra > 0 ? probe_nest(depth, extra - 1) : probe_id(depth);
+    __asm__ volatile("" ::: "memory");   /* no tail call: keep the frame */
+    return id;
+}
+
+uint64_t probe_id_nested(int depth, int extra)
+{
+    uint64_t id = probe_nest(depth, extra);
+    __asm__ volatile("" ::: "memory");
+    return id;
+}
+
 int probe_frames(int depth, char *out, size_t len)
 {
     struct site_stack st;

@@ -13,6 +13,8 @@
 PROBE_EXPORT void probe_set_self(int skip_probe_frames);
 /* The site id of the caller's stack, `depth` frames deep. */
 PROBE_EXPORT uint64_t probe_id(int depth);
+/* As probe_id, after `extra` more frames inside the probe library. */
+PROBE_EXPORT uint64_t probe_id_nested(int depth, int extra);
 /* The caller's frames, formatted, one per line; returns their number. */
 PROBE_EXPORT int probe_frames(int depth, char *out, size_t len);
 

@@ -89,6 +89,7 @@ static void check_stable_and_distinct(const char *env_name)
     cr_expect_str_neq(get(&r1, "a8"), get(&r1, "a2"), "depth is part of the id");
     cr_expect_str_neq(get(&r1, "direct_x"), get(&r1, "direct_y"), "two direct call sites");
     cr_expect_str_eq(get(&r1, "loop_same"), "1", "the same site in a loop");
+    cr_expect_str_eq(get(&r1, "nested_same"), "1", "id depends on librecap's own frames");
 }
 
 Test(site, ids_stable_across_runs_pie)
