@@ -216,13 +216,17 @@ static int conf_section_line(struct conf_parser *p, const char *s, size_t n)
         size_t id_len = inner_len - 4;
         conf_trim(&id_text, &id_len);
         char id_buf[SITE_ID_HEX_LEN + 1];
-        uint64_t id;
+        uint64_t id = 0;
         if (id_len == 0)
             return conf_fail(p, "found [site] without an id, expected [site ID] with ID "
                              "16 hex digits");
-        if (id_len != SITE_ID_HEX_LEN ||
-            (memcpy(id_buf, id_text, id_len), id_buf[id_len] = '\0',
-             site_id_parse(id_buf, &id) != 0))
+        int id_ok = id_len == SITE_ID_HEX_LEN;
+        if (id_ok) {
+            memcpy(id_buf, id_text, id_len);
+            id_buf[id_len] = '\0';
+            id_ok = site_id_parse(id_buf, &id) == 0;
+        }
+        if (!id_ok)
             return conf_fail(p, "found site id %s, expected 16 hex digits",
                              conf_q(id_text, id_len, q, sizeof q));
         for (size_t i = 0; i < p->conf->nsites; i++)
