@@ -8,6 +8,26 @@
  * expected, and leaves recap in observe mode. Must never: exit, abort, or
  * be consulted on the path of a driver call recap does not act on (callers
  * cache what they need).
+ *
+ * Precedence, strongest first (settings_site_policy):
+ *   1. RECAP_MODE=off, or [defaults] mode = off with RECAP_MODE unset: every
+ *      site is off and there is no log. RECAP_MODE=off also skips reading
+ *      RECAP_CONFIG, RECAP_SITES and RECAP_LOG altogether.
+ *   2. Any bad input (environment or configuration): every site observed.
+ *   3. A site not selected by RECAP_SITES (none, or a list without it):
+ *      observed.
+ *   4. RECAP_MODE=observe: every site observed (the user asked, on this
+ *      run, for nothing to change).
+ *   5. The site's own [site ID] mode, when the file gives one: a site
+ *      section beats both RECAP_MODE (other than off/observe) and
+ *      [defaults], because it is the more specific, deliberate choice.
+ *   6. RECAP_MODE when set, else [defaults] mode, else auto (environment
+ *      over file defaults, so one run can try another mode without editing
+ *      the file).
+ * max_graphs: [site ID] over [defaults] over SETTINGS_DEFAULT_MAX_GRAPHS.
+ * stack_depth: [defaults] over SITE_DEFAULT_DEPTH.
+ * A bad RECAP_LOG template leaves the default template in place (observe
+ * mode still logs, so the problem is visible there too).
  */
 #ifndef RECAP_SETTINGS_H
 #define RECAP_SETTINGS_H
@@ -31,6 +51,7 @@ struct settings_site_ref {          /* one entry of RECAP_SITES */
 
 struct recap_settings {
     enum recap_mode mode;           /* effective default mode */
+    int mode_from_env;              /* mode came from a valid RECAP_MODE */
     int degraded;                   /* a bad input forced observe mode */
     enum settings_sites_filter sites_filter;
     char sites_text[512];           /* RECAP_SITES as given, for the log */
@@ -56,6 +77,17 @@ struct site_policy {
  * "recap: ..." lines (one per problem) and set s->degraded. Always leaves a
  * usable *s. */
 void settings_load(struct recap_settings *s, char *const *envp, int errfd);
+
+/* As settings_load, but when RECAP_CONFIG is set its contents are
+ * conf_text[0..conf_len) instead of the named file (the name still appears
+ * in messages). For tests and fuzzing: no file system access. */
+void settings_load_with_text(struct recap_settings *s, char *const *envp, int errfd,
+                             const char *conf_text, size_t conf_len);
+
+/* Parses a RECAP_SITES value into s->sites_filter and s->listed, resolving
+ * labels through s->conf. Returns 0, or -1 with "found ..., expected ..."
+ * in err and the filter left at SITES_ALL. */
+int settings_parse_sites(struct recap_settings *s, const char *value, char *err, size_t errlen);
 
 void settings_free(struct recap_settings *s);
 

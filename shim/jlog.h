@@ -27,10 +27,16 @@ struct jlog_line {
     int depth;          /* open arrays/objects */
     int need_comma;
     int overflow;
+    uint32_t nest_arrays; /* bit d-1 set: nesting level d is an array */
 };
 
+#define JLOG_MAX_NEST 16    /* deeper containers count as overflow */
+
 /* Where the log goes: a template expanded once per process (see
- * settings_expand_log_path), "stderr", or "off". Opens nothing yet. */
+ * settings_expand_log_path), "stderr", or "off"; NULL means the default
+ * SETTINGS_DEFAULT_LOG. Opens nothing yet. Copies what it needs from envp
+ * (the rank variables for %r). Call before the first event, from one
+ * thread; calling it again closes a log already opened. */
 void jlog_configure(const char *path_template, char *const *envp);
 
 /* Nonzero unless the log is off or failed. */
