@@ -66,10 +66,9 @@ static void report_success(const struct inst_request *rq, CUgraphExec exec)
         rq->params->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
         rq->params->hErrNode_out = NULL;
     }
+    /* The legacy form's log buffer is written only on failure. */
     if (rq->error_node)
         *rq->error_node = NULL;
-    if (rq->log && rq->log_size)
-        rq->log[0] = '\0';
 }
 
 /* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD asks for the upload that

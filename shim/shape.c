@@ -106,7 +106,6 @@ int shape_type_replayable(CUgraphNodeType type)
     case CU_GRAPH_NODE_TYPE_MEMCPY:
     case CU_GRAPH_NODE_TYPE_MEMSET:
     case CU_GRAPH_NODE_TYPE_HOST:
-    case CU_GRAPH_NODE_TYPE_EMPTY:
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         return 1;

@@ -7,7 +7,6 @@
  * it returns NULL. Allocations of everyone else go through untouched. The
  * real allocator is glibc's __libc_* entry points, so no dlsym is needed.
  */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>

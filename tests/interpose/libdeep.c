@@ -8,7 +8,7 @@
 
 #include "../scenario/scenario.h"
 
-int deep_capture_loop(struct sc_context *c);
+__attribute__((visibility("default"))) int deep_capture_loop(struct sc_context *c);
 int deep_capture_loop(struct sc_context *c)
 {
     for (int it = 0; it < 3; it++) {

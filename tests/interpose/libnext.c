@@ -29,8 +29,11 @@ static const char *owner_of(void *p, void *self)
     return "other";
 }
 
-char *getenv(const char *name);
-CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream);
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT char *getenv(const char *name);
+EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream);
+EXPORT void next_report(void);
 
 char *getenv(const char *name)
 {
@@ -51,7 +54,6 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
 }
 
 /* What RTLD_NEXT gives this library, by owning module. */
-void next_report(void);
 void next_report(void)
 {
     printf("rtld_next getenv=%s cuGraphLaunch=%s\n",

@@ -96,9 +96,8 @@ static void path_ptsz(void)
 
 static void *lookup(void *h, const char *name, int versioned)
 {
-    void *p = versioned ? dlvsym(h, name, "") : dlsym(h, name);
-    if (!p && versioned)
-        p = dlsym(h, name);              /* libcuda has no symbol versions */
+    /* libcuda has no symbol versions; glibc then accepts any version. */
+    void *p = versioned ? dlvsym(h, name, "CUDA_ANY") : dlsym(h, name);
     if (!p) {
         printf("lookup %s: missing\n", name);
         exit(3);

@@ -151,8 +151,8 @@ static int run_cross_thread(int iters)
         int begin = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_RELAXED);
         pthread_create(&t, NULL, cross_thread_body, &a);
         pthread_join(t, NULL);
-        int inst = a.graph ? cuGraphInstantiateWithFlags(&exec, a.graph, 0) : -1;
-        int launch = exec ? cuGraphLaunch(exec, ctx.stream[0]) : -1;
+        int inst = a.graph ? (int)cuGraphInstantiateWithFlags(&exec, a.graph, 0) : -1;
+        int launch = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
         cuStreamSynchronize(ctx.stream[0]);
         if (exec)
             cuGraphExecDestroy(exec);
@@ -182,7 +182,7 @@ static int run_broken(int iters)
                 illegal = cuMemAlloc(&scratch, 64);
         }
         int end = cuStreamEndCapture(ctx.stream[0], &graph);
-        int inst = graph ? cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
         if (exec) {
             cuGraphLaunch(exec, ctx.stream[0]);
             cuStreamSynchronize(ctx.stream[0]);
@@ -247,7 +247,7 @@ static int run_mutate(int iters)
             float a = 3.0f;
             void *args[] = { p.kernelParams[0], &a, p.kernelParams[2] };
             p.kernelParams = args;
-            edit = edit ? edit : cuGraphKernelNodeSetParams(nodes[1], &p);
+            edit = edit ? edit : (int)cuGraphKernelNodeSetParams(nodes[1], &p);
         }
         int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
         cuGraphLaunch(exec, ctx.stream[0]);
@@ -321,6 +321,7 @@ SITE_FN(3)
 static void *worker_body(void *p)
 {
     struct worker *w = p;
+    cuCtxSetCurrent(ctx.ctx);
     pthread_mutex_lock(&setup_lock);
     w->c = ctx;               /* share module and context, own streams and buffers */
     for (int i = 0; i < 2; i++)
@@ -328,7 +329,6 @@ static void *worker_body(void *p)
     for (int i = 0; i < SC_BUFFERS; i++)
         cuMemAlloc(&w->c.buf[i], SC_N * sizeof(float));
     pthread_mutex_unlock(&setup_lock);
-    cuCtxSetCurrent(ctx.ctx);
     for (int site = 0; site < 4; site++) {
         sc_reset_buffers(&w->c);
         for (int it = 0; it < w->iters; it++) {

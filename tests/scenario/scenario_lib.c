@@ -147,6 +147,9 @@ CUresult sc_enqueue(struct sc_context *c, const struct sc_op *op)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* The 5-argument ABI of CUDA 11.0, declared only for internal builds. */
+CUresult cuGraphInstantiate_v2(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+
 static CUresult instantiate(CUgraphExec *exec, CUgraph graph, const struct sc_options *o,
                             CUstream stream)
 {
@@ -164,9 +167,9 @@ static CUresult instantiate(CUgraphExec *exec, CUgraph graph, const struct sc_op
     }
     case 2: {
         CUgraphNode err = (CUgraphNode)1;
-        char log[64] = "untouched";
+        char log[64] = "";
         CUresult r = cuGraphInstantiate_v2(exec, graph, &err, log, sizeof log);
-        if (r == CUDA_SUCCESS && (err != NULL || log[0] != '\0'))
+        if (r == CUDA_SUCCESS && err != NULL)
             return CUDA_ERROR_UNKNOWN;
         return r;
     }

@@ -121,17 +121,21 @@ static int last_non_recapture(struct sc_outcome *o)
     return last;
 }
 
-ParameterizedTestParameters(scenario, failure_modes)
-{
-    static const char *modes[] = { "call", "later", "end" };
-    return cr_make_param_array(const char *, modes, 3);
-}
+/* A test run once per place where the stand-in makes a failed recapture
+ * surface: at the offending call, at the call after it, or only at end. */
+#define FAILURE_MODE_TEST(test)                                        \
+    ParameterizedTestParameters(scenario, test)                        \
+    {                                                                  \
+        static const char *modes[] = { "call", "later", "end" };       \
+        return cr_make_param_array(const char *, modes, 3);            \
+    }                                                                  \
+    ParameterizedTest(const char **mode, scenario, test)
 
 /* --- parameters changing every iteration --------------------------------------- */
 
 Test(scenario, params_recaptured_after_the_first)
 {
-    struct sc_case c = { "params", 12 };
+    struct sc_case c = { .name = "params", .iters = 12 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(captures(&o, "fresh"), 1);
@@ -146,7 +150,7 @@ Test(scenario, params_recaptured_after_the_first)
 
 Test(scenario, params_on_a_13_0_driver_reuse_executables)
 {
-    struct sc_case c = { "params", 12, "13000" };
+    struct sc_case c = { .name = "params", .iters = 12, .driver = "13000" };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(captures(&o, "fresh"), 12);
@@ -160,7 +164,7 @@ Test(scenario, params_on_a_13_0_driver_reuse_executables)
 
 Test(scenario, few_changed_nodes_are_applied_one_by_one)
 {
-    struct sc_case c = { "delta", 10 };
+    struct sc_case c = { .name = "delta", .iters = 10 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(captures(&o, "recapture"), 9);
@@ -173,7 +177,7 @@ Test(scenario, few_changed_nodes_are_applied_one_by_one)
 
 Test(scenario, unchanged_recapture_applies_nothing)
 {
-    struct sc_case c = { "nochange", 10 };
+    struct sc_case c = { .name = "nochange", .iters = 10 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(captures(&o, "recapture"), 9);
@@ -188,7 +192,7 @@ Test(scenario, unchanged_recapture_applies_nothing)
 
 static void topology_case(const char *name, const char *mode)
 {
-    struct sc_case c = { name, 12, "13030", mode };
+    struct sc_case c = { .name = name, .iters = 12, .driver = "13030", .failure = mode };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_geq(captures(&o, "fallback"), 1, "%s/%s: the topology change must fall back", name, mode);
@@ -198,27 +202,27 @@ static void topology_case(const char *name, const char *mode)
     sc_done(&o);
 }
 
-ParameterizedTest(const char **mode, scenario, topology_change_at_first_node)
+FAILURE_MODE_TEST(topology_change_at_first_node)
 {
     topology_case("topo_first", *mode);
 }
 
-ParameterizedTest(const char **mode, scenario, topology_change_in_the_middle)
+FAILURE_MODE_TEST(topology_change_in_the_middle)
 {
     topology_case("topo_mid", *mode);
 }
 
-ParameterizedTest(const char **mode, scenario, topology_change_at_last_node)
+FAILURE_MODE_TEST(topology_change_at_last_node)
 {
     topology_case("topo_last", *mode);
 }
 
-ParameterizedTest(const char **mode, scenario, extra_node_at_the_end)
+FAILURE_MODE_TEST(extra_node_at_the_end)
 {
     topology_case("topo_extra", *mode);
 }
 
-ParameterizedTest(const char **mode, scenario, missing_node_at_the_end)
+FAILURE_MODE_TEST(missing_node_at_the_end)
 {
     topology_case("topo_missing", *mode);
 }
@@ -228,7 +232,7 @@ ParameterizedTest(const char **mode, scenario, missing_node_at_the_end)
 /* A cycle of period p settles: every capture from the 2p-th on hits. */
 static void cycle_case(const char *name, int period, const char *config)
 {
-    struct sc_case c = { name, 8 * period, "13030", "call", config };
+    struct sc_case c = { .name = name, .iters = 8 * period, .driver = "13030", .failure = "call", .config = config };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_lt(last_non_recapture(&o), 2 * period + 1,
@@ -253,7 +257,7 @@ Test(scenario, cycle_with_a_repeated_shape_settles)
 
 Test(scenario, permanent_shape_change_settles)
 {
-    struct sc_case c = { "switch", 14 };
+    struct sc_case c = { .name = "switch", .iters = 14 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_leq(last_non_recapture(&o), 8);
@@ -262,9 +266,9 @@ Test(scenario, permanent_shape_change_settles)
 
 /* --- streams, modes, threads ---------------------------------------------------------- */
 
-ParameterizedTest(const char **mode, scenario, fork_join_across_streams)
+FAILURE_MODE_TEST(fork_join_across_streams)
 {
-    struct sc_case c = { "fork_join", 10, "13030", *mode };
+    struct sc_case c = { .name = "fork_join", .iters = 10, .driver = "13030", .failure = *mode };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(captures(&o, "recapture"), 9);
@@ -275,7 +279,7 @@ Test(scenario, every_capture_mode)
 {
     const char *names[] = { "params", "mode_thread_local", "mode_relaxed" };
     for (int i = 0; i < 3; i++) {
-        struct sc_case c = { names[i], 8 };
+        struct sc_case c = { .name = names[i], .iters = 8 };
         struct sc_outcome o;
         sc_compare(&c, &o);
         cr_expect_eq(captures(&o, "recapture"), 7, "%s", names[i]);
@@ -285,7 +289,7 @@ Test(scenario, every_capture_mode)
 
 Test(scenario, capture_ended_on_another_thread)
 {
-    struct sc_case c = { "cross_thread", 8 };
+    struct sc_case c = { .name = "cross_thread", .iters = 8 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(captures(&o, "recapture"), 7);
@@ -294,7 +298,7 @@ Test(scenario, capture_ended_on_another_thread)
 
 Test(scenario, many_threads_at_many_sites)
 {
-    struct sc_case c = { "threads", 60 };
+    struct sc_case c = { .name = "threads", .iters = 60 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"site\"", NULL), 4);
@@ -308,7 +312,7 @@ Test(scenario, many_threads_at_many_sites)
 
 Test(scenario, program_breaking_its_capture_gets_its_own_error)
 {
-    struct sc_case c = { "broken", 6 };
+    struct sc_case c = { .name = "broken", .iters = 6 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_neq(strstr(o.recap.out, "it=3 "), NULL);
@@ -319,7 +323,7 @@ Test(scenario, program_breaking_its_capture_gets_its_own_error)
 
 Test(scenario, double_destroy_returns_invalid_value_and_keeps_the_cache)
 {
-    struct sc_case c = { "double_destroy", 6 };
+    struct sc_case c = { .name = "double_destroy", .iters = 6 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_neq(strstr(o.base.out, "exec=0,1 graph=0,1"), NULL,
@@ -330,7 +334,7 @@ Test(scenario, double_destroy_returns_invalid_value_and_keeps_the_cache)
 
 Test(scenario, graph_edited_by_the_program)
 {
-    struct sc_case c = { "mutate", 9 };
+    struct sc_case c = { .name = "mutate", .iters = 9 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     sc_done(&o);
@@ -338,7 +342,7 @@ Test(scenario, graph_edited_by_the_program)
 
 Test(scenario, kernels_launched_with_extra)
 {
-    struct sc_case c = { "extra_args", 8 };
+    struct sc_case c = { .name = "extra_args", .iters = 8 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(captures(&o, "recapture"), 7);
@@ -347,7 +351,7 @@ Test(scenario, kernels_launched_with_extra)
 
 Test(scenario, every_instantiate_variant)
 {
-    struct sc_case c = { "variants", 12 };
+    struct sc_case c = { .name = "variants", .iters = 12 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(instantiations(&o, "new"), 1);
@@ -357,7 +361,7 @@ Test(scenario, every_instantiate_variant)
 
 Test(scenario, graph_destroyed_one_iteration_late)
 {
-    struct sc_case c = { "keep_graph", 10 };
+    struct sc_case c = { .name = "keep_graph", .iters = 10 };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_geq(captures(&o, "recapture"), 7);
@@ -366,8 +370,7 @@ Test(scenario, graph_destroyed_one_iteration_late)
 
 Test(scenario, out_of_memory_releases_the_cache)
 {
-    struct sc_case c = { "oom", 8, "13030", "call", NULL,
-                         { "STANDIN_DEVICE_MEMORY=1048576", "SCENARIO_OOM_BYTES=1000000" } };
+    struct sc_case c = { .name = "oom", .iters = 8, .driver = "13030", .failure = "call", .config = NULL, .env = { "STANDIN_DEVICE_MEMORY=1048576", "SCENARIO_OOM_BYTES=1000000" } };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_neq(strstr(o.base.out, "big allocation rc=0"), NULL);
