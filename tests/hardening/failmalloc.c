@@ -41,23 +41,23 @@ static int refuse(void *caller)
         configure();
     int from_recap = dladdr(caller, &info) && info.dli_fname && strstr(info.dli_fname, "librecap");
     inside = 0;
-    if (!from_recap || nth < 0)
+    if (!from_recap)
         return 0;
     long k = __atomic_add_fetch(&seen, 1, __ATOMIC_RELAXED);
-    return k == nth || (persist && k > nth);
+    return nth > 0 && (k == nth || (persist && k > nth));
 }
 
-void *malloc(size_t n)
+__attribute__((visibility("default"))) void *malloc(size_t n)
 {
     return refuse(__builtin_return_address(0)) ? NULL : __libc_malloc(n);
 }
 
-void *calloc(size_t a, size_t b)
+__attribute__((visibility("default"))) void *calloc(size_t a, size_t b)
 {
     return refuse(__builtin_return_address(0)) ? NULL : __libc_calloc(a, b);
 }
 
-void *realloc(void *p, size_t n)
+__attribute__((visibility("default"))) void *realloc(void *p, size_t n)
 {
     return refuse(__builtin_return_address(0)) ? NULL : __libc_realloc(p, n);
 }

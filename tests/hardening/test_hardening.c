@@ -235,7 +235,7 @@ static void not_a_cuda_program(const char *const *argv)
 
 Test(hardening, programs_that_are_not_cuda_programs)
 {
-    not_a_cuda_program((const char *[]){ "/bin/ls", "-la", "/", NULL });
+    not_a_cuda_program((const char *[]){ "/bin/ls", "-1", "/usr", NULL });
     not_a_cuda_program((const char *[]){ "/bin/sh", "-c", "echo hello; exit 3", NULL });
     const char *python = getenv("PYTHON3");
     if (python)

@@ -5,10 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cuda.h>
+
 void next_report(void);
 
 int main(void)
 {
+    int version = 0;
+    cuDriverGetVersion(&version);     /* the program does use the driver */
     next_report();
     printf("getenv works=%d\n", getenv("PATH") != NULL);
     return 0;

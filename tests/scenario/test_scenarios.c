@@ -122,14 +122,18 @@ static int last_non_recapture(struct sc_outcome *o)
 }
 
 /* A test run once per place where the stand-in makes a failed recapture
- * surface: at the offending call, at the call after it, or only at end. */
+ * surface: at the offending call, at the call after it, or only at end.
+ * Criterion hands parameters to a freshly started worker, so they are
+ * indices, not pointers into this process. */
+static const char *const failure_points[] = { "call", "later", "end" };
+
 #define FAILURE_MODE_TEST(test)                                        \
     ParameterizedTestParameters(scenario, test)                        \
     {                                                                  \
-        static const char *modes[] = { "call", "later", "end" };       \
-        return cr_make_param_array(const char *, modes, 3);            \
+        static int points[] = { 0, 1, 2 };                             \
+        return cr_make_param_array(int, points, 3);                    \
     }                                                                  \
-    ParameterizedTest(const char **mode, scenario, test)
+    ParameterizedTest(int *point, scenario, test)
 
 /* --- parameters changing every iteration --------------------------------------- */
 
@@ -204,27 +208,27 @@ static void topology_case(const char *name, const char *mode)
 
 FAILURE_MODE_TEST(topology_change_at_first_node)
 {
-    topology_case("topo_first", *mode);
+    topology_case("topo_first", failure_points[*point]);
 }
 
 FAILURE_MODE_TEST(topology_change_in_the_middle)
 {
-    topology_case("topo_mid", *mode);
+    topology_case("topo_mid", failure_points[*point]);
 }
 
 FAILURE_MODE_TEST(topology_change_at_last_node)
 {
-    topology_case("topo_last", *mode);
+    topology_case("topo_last", failure_points[*point]);
 }
 
 FAILURE_MODE_TEST(extra_node_at_the_end)
 {
-    topology_case("topo_extra", *mode);
+    topology_case("topo_extra", failure_points[*point]);
 }
 
 FAILURE_MODE_TEST(missing_node_at_the_end)
 {
-    topology_case("topo_missing", *mode);
+    topology_case("topo_missing", failure_points[*point]);
 }
 
 /* --- shapes ------------------------------------------------------------------------- */
@@ -268,7 +272,7 @@ Test(scenario, permanent_shape_change_settles)
 
 FAILURE_MODE_TEST(fork_join_across_streams)
 {
-    struct sc_case c = { .name = "fork_join", .iters = 10, .driver = "13030", .failure = *mode };
+    struct sc_case c = { .name = "fork_join", .iters = 10, .driver = "13030", .failure = failure_points[*point] };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(captures(&o, "recapture"), 9);
