@@ -5,14 +5,16 @@
  * reference binds to glibc) also defines dlsym and dlvsym. We locate it with
  * dl_iterate_phdr and look the names up in its GNU hash table, taking the
  * default (non-hidden) version. Runs before anything else in recap, perhaps
- * inside another library's constructor: no allocation, no locks, and
- * idempotent so that racing threads store the same values.
+ * inside another library's constructor or a sanitizer runtime's set-up (whose
+ * interceptors of strcmp and friends are not ready yet): no allocation, no
+ * locks, no libc string functions, and idempotent so that racing threads
+ * store the same values.
  */
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "shim/libc_dl.h"
 
@@ -34,6 +36,22 @@ struct find_module_arg {
     int found;
 };
 
+static int same_text(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *base = path;
+    for (const char *p = path; *p; p++)
+        if (*p == '/')
+            base = p + 1;
+    return base;
+}
+
 /* glibc relocates most d_ptr entries of loaded objects in place; some
  * objects (and other loaders) leave them relative. Accept both. */
 static const void *dyn_ptr(ElfW(Addr) base, ElfW(Addr) value)
@@ -48,10 +66,8 @@ static int find_module_cb(struct dl_phdr_info *info, size_t size, void *data)
     int contains = 0;
 
     (void)size;
-    if (arg->soname) {
-        const char *slash = strrchr(info->dlpi_name, '/');
-        contains = strcmp(slash ? slash + 1 : info->dlpi_name, arg->soname) == 0;
-    }
+    if (arg->soname)
+        contains = same_text(base_name(info->dlpi_name), arg->soname);
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t start = info->dlpi_addr + ph->p_vaddr;
@@ -108,7 +124,7 @@ static void *elf_lookup_default(const struct elf_dyn_view *v, const char *name)
         const uint32_t chain_hash = chain[idx - symoffset];
         const ElfW(Sym) *sym = &v->symtab[idx];
         if ((chain_hash | 1) == (h | 1) && sym->st_shndx != SHN_UNDEF &&
-            strcmp(v->strtab + sym->st_name, name) == 0 &&
+            same_text(v->strtab + sym->st_name, name) &&
             (!v->versym || !(v->versym[idx] & 0x8000)))
             return (void *)(v->base + sym->st_value);
         if (chain_hash & 1)

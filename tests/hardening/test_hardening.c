@@ -53,6 +53,8 @@ static int count(const char *text, const char *needle)
 
 Test(hardening, every_allocation_of_recap_failing_once)
 {
+    if (getenv("RECAP_TEST_PRELOAD_PREFIX"))
+        cr_skip_test("under ASan the allocator is the sanitizer's; this runs in the plain build");
     char *dir = run_temp_dir();
     const char *report = run_path(dir, "allocations");
     const char *argv[] = { run_env_path("SCENARIO_BIN"), "params", "6", NULL };
@@ -220,7 +222,10 @@ static void not_a_cuda_program(const char *const *argv)
     char cwd[4200];
     cr_assert_not_null(getcwd(cwd, sizeof cwd));
     cr_assert_eq(chdir(dir), 0);
-    struct run_result r = same_both_ways(argv, NULL, argv[0]);
+    /* In the sanitizer build the ASan runtime is preloaded too: interpreters
+     * leak at exit by design, which is not recap's to report. */
+    struct run_result r = same_both_ways(argv, (const char *[]){ "ASAN_OPTIONS=detect_leaks=0", NULL },
+                                         argv[0]);
     cr_expect_eq(count(r.err, "recap"), 0, "%s", r.err);
     run_result_free(&r);
     int files = 0;
