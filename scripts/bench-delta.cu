@@ -174,7 +174,9 @@ double run_size(int n, long reps, cudaStream_t stream)
         chain a = capture_chain(stream, out, values_a);
         chain b = capture_chain(stream, out, values_b);
 
-        /* Each way once, checked; leaves the exec in state B. */
+        /* Back to the original values first: the last row left other nodes
+         * changed. Then each way once, checked; leaves the exec in state B. */
+        apply_whole(exec, original);
         apply_per_node(exec, original, a, indices);
         launch_and_wait(exec, stream);
         verify(out, values_a, "per-node", n, k);

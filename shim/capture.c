@@ -486,13 +486,20 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
     pthread_mutex_unlock(&cap->changes_lock);
 
     pthread_mutex_lock(&site->lock);
-    site->count.captures++;
+    struct site_counters *c = &site->count;
+    c->captures++;
     switch (cap->path) {
-    case PATH_RECAPTURE: site->count.recaptured++; break;
-    case PATH_FALLBACK: site->count.fallbacks++; break;
-    case PATH_FRESH: site->count.fresh++; break;
-    case PATH_OBSERVE: site->count.observed++; break;
+    case PATH_RECAPTURE: c->recaptured++; break;
+    case PATH_FALLBACK: c->fallbacks++; break;
+    case PATH_FRESH: c->fresh++; break;
+    case PATH_OBSERVE: c->observed++; break;
     }
+    c->nodes += nodes > 0 ? (unsigned long)nodes : 0;
+    c->changed += rep.changed, c->eligible += rep.eligible;
+    c->ineligible += rep.ineligible, c->errors += rep.errors;
+    c->capture_us += rep.us;
+    rep.write = event_worth_writing(&site->last_capture_key, rep.path, rep.reason, cap->seq,
+                                    r != CUDA_SUCCESS);
     pthread_mutex_unlock(&site->lock);
     event_capture(&rep);
 }

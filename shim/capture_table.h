@@ -16,8 +16,8 @@
 #include "shim/cache.h"
 #include "shim/journal.h"
 
-#define CAPTURE_MAX_STREAMS 64
-#define CAPTURE_MAX_EVENTS 256
+#define CAPTURE_MAX_STREAMS 32
+#define CAPTURE_MAX_EVENTS 64
 
 enum capture_path { PATH_OBSERVE, PATH_FRESH, PATH_RECAPTURE, PATH_FALLBACK };
 

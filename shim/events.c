@@ -15,11 +15,33 @@
 #include "shim/runtime.h"
 #include "shim/sites.h"
 
+extern char **environ;
+
 #ifndef RECAP_VERSION
 #define RECAP_VERSION "unknown"
 #endif
 
 static int event_start_written;
+
+int event_worth_writing(uint64_t *last_key, const char *what, const char *reason,
+                        unsigned long seq, int failed)
+{
+    uint64_t key = 1469598103934665603ull;
+    for (const char *p = what; *p; p++)
+        key = (key ^ (unsigned char)*p) * 1099511628211ull;
+    key = (key ^ 0xff) * 1099511628211ull;
+    for (const char *p = reason ? reason : ""; *p; p++)
+        key = (key ^ (unsigned char)*p) * 1099511628211ull;
+    int routine = key == *last_key && !failed;
+    *last_key = key;
+    return !routine || seq <= EVENT_ROUTINE_FULL || (seq & (seq - 1)) == 0;
+}
+
+/* Durations to a tenth of a microsecond: more digits would be noise. */
+static double tenths(double us)
+{
+    return (double)(long long)(us * 10.0 + (us >= 0 ? 0.5 : -0.5)) / 10.0;
+}
 
 static int event_begin(struct jlog_line *l, const char *name)
 {
@@ -54,7 +76,13 @@ void event_start(void)
     jlog_str(&l, "mode", conf_mode_name(runtime_settings.mode));
     jlog_str(&l, "sites", runtime_settings.sites_text[0] ? runtime_settings.sites_text : "all");
     jlog_str(&l, "config", runtime_settings.config_path[0] ? runtime_settings.config_path : NULL);
-    jlog_str(&l, "log", jlog_path());
+    char path[SETTINGS_PATH_MAX], why[128];
+    if (settings_expand_log_path(runtime_settings.log_template, environ, (long)getpid(), path,
+                                 sizeof path, why, sizeof why) != 0)
+        snprintf(path, sizeof path, "%s", runtime_settings.log_template);
+    jlog_str(&l, "log", path);
+    jlog_i64(&l, "stack_depth", runtime_settings.stack_depth);
+    jlog_i64(&l, "routine_events_full", EVENT_ROUTINE_FULL);
     jlog_bool(&l, "degraded", runtime_settings.degraded);
     jlog_line_emit(&l);
 }
@@ -88,7 +116,7 @@ void event_capture(const struct capture_report *r)
                     (unsigned long long)r->site->id, r->seq, r->path,
                     r->reason ? " - " : "", r->reason ? r->reason : "", r->nodes, r->changed,
                     drv_result_name((CUresult)r->result));
-    if (!event_begin(&l, "capture"))
+    if (!r->write || !event_begin(&l, "capture"))
         return;
     jlog_site(&l, "site", r->site->id);
     jlog_u64(&l, "seq", r->seq);
@@ -102,27 +130,27 @@ void event_capture(const struct capture_report *r)
     jlog_u64(&l, "eligible", r->eligible);
     jlog_u64(&l, "ineligible", r->ineligible);
     jlog_u64(&l, "errors", r->errors);
-    jlog_f64(&l, "us", r->us);
+    jlog_f64(&l, "us", tenths(r->us));
     if (r->result != CUDA_SUCCESS)
         jlog_str(&l, "result", drv_result_name((CUresult)r->result));
     jlog_line_emit(&l);
 }
 
 void event_instantiate(const struct site *site, unsigned long seq, const char *how,
-                       const char *reason, double us)
+                       const char *reason, double us, int write)
 {
     struct jlog_line l;
 
     runtime_verbose("instantiate site %016llx #%lu: %s%s%s (%.1f us)",
                     (unsigned long long)site->id, seq, how, reason ? " - " : "",
                     reason ? reason : "", us);
-    if (!event_begin(&l, "instantiate"))
+    if (!write || !event_begin(&l, "instantiate"))
         return;
     jlog_site(&l, "site", site->id);
     jlog_u64(&l, "seq", seq);
     jlog_str(&l, "how", how);
     jlog_str(&l, "reason", reason);
-    jlog_f64(&l, "us", us);
+    jlog_f64(&l, "us", tenths(us));
     jlog_line_emit(&l);
 }
 
@@ -177,14 +205,21 @@ static void counters_json(struct jlog_line *l, const struct site_counters *c)
     jlog_u64(l, "fallbacks", c->fallbacks);
     jlog_u64(l, "fresh", c->fresh);
     jlog_u64(l, "observed", c->observed);
+    jlog_u64(l, "nodes", c->nodes);
+    jlog_u64(l, "changed", c->changed);
+    jlog_u64(l, "eligible", c->eligible);
+    jlog_u64(l, "ineligible", c->ineligible);
+    jlog_u64(l, "errors", c->errors);
+    jlog_f64(l, "capture_us", tenths(c->capture_us));
     jlog_u64(l, "instantiations", c->instantiations);
     jlog_u64(l, "reused", c->reused);
     jlog_u64(l, "new", c->how_new);
     jlog_u64(l, "update", c->how_update);
     jlog_u64(l, "delta", c->how_delta);
     jlog_u64(l, "reuse", c->how_reuse);
-    jlog_f64(l, "inst_new_us", c->inst_new_us);
-    jlog_f64(l, "reuse_us", c->reuse_us);
+    jlog_u64(l, "update_failures", c->update_failures);
+    jlog_f64(l, "inst_new_us", tenths(c->inst_new_us));
+    jlog_f64(l, "reuse_us", tenths(c->reuse_us));
 }
 
 struct end_walk {
@@ -204,19 +239,15 @@ static void end_one_site(struct site *site, void *arg)
     jlog_site(w->line, "site", site->id);
     counters_json(w->line, &c);
     jlog_object_end(w->line);
-    w->total.captures += c.captures;
-    w->total.recaptured += c.recaptured;
-    w->total.fallbacks += c.fallbacks;
-    w->total.fresh += c.fresh;
-    w->total.observed += c.observed;
-    w->total.instantiations += c.instantiations;
-    w->total.reused += c.reused;
-    w->total.how_new += c.how_new;
-    w->total.how_update += c.how_update;
-    w->total.how_delta += c.how_delta;
-    w->total.how_reuse += c.how_reuse;
-    w->total.inst_new_us += c.inst_new_us;
-    w->total.reuse_us += c.reuse_us;
+    struct site_counters *t = &w->total;
+    t->captures += c.captures, t->recaptured += c.recaptured, t->fallbacks += c.fallbacks;
+    t->fresh += c.fresh, t->observed += c.observed, t->nodes += c.nodes;
+    t->changed += c.changed, t->eligible += c.eligible, t->ineligible += c.ineligible;
+    t->errors += c.errors, t->capture_us += c.capture_us;
+    t->instantiations += c.instantiations, t->reused += c.reused, t->how_new += c.how_new;
+    t->how_update += c.how_update, t->how_delta += c.how_delta, t->how_reuse += c.how_reuse;
+    t->update_failures += c.update_failures;
+    t->inst_new_us += c.inst_new_us, t->reuse_us += c.reuse_us;
 }
 
 void event_end(void)

@@ -13,6 +13,19 @@
 
 struct site;
 
+/* A log line per capture and per instantiation costs a write(2) each, which
+ * a loop of small graphs would feel. So routine events - the same path (or
+ * how) and reason as the site's previous event, and a success - are written
+ * for a site's first EVENT_ROUTINE_FULL captures, then at every power of
+ * two; everything else is always written, and the end event carries the
+ * exact totals. Verbose stderr lines are never sampled. */
+#define EVENT_ROUTINE_FULL 64
+
+/* Whether an event of this kind, path/how and reason, numbered seq at its
+ * site, is written; updates *last_key. Caller holds the site's lock. */
+int event_worth_writing(uint64_t *last_key, const char *what, const char *reason,
+                        unsigned long seq, int failed);
+
 struct capture_report {
     const struct site *site;
     unsigned long seq;
@@ -22,13 +35,14 @@ struct capture_report {
     unsigned long changed, eligible, ineligible, errors;
     double us;
     int result;                /* CUresult the program saw from the end */
+    int write;                 /* to the log (verbose lines always) */
 };
 
 void event_start(void);
 void event_site(const struct site *site, const struct site_stack *stack);
 void event_capture(const struct capture_report *r);
 void event_instantiate(const struct site *site, unsigned long seq, const char *how,
-                       const char *reason, double us);
+                       const char *reason, double us, int write);
 void event_warning(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void event_error(const struct site *site, const char *fmt, ...)

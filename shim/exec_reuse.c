@@ -186,10 +186,13 @@ static int site_reuses_execs(const struct site *site)
     return site->policy.mode == RECAP_MODE_AUTO || site->policy.mode == RECAP_MODE_UPDATE;
 }
 
-static void count_instantiation(struct site *site, const char *how, double us)
+/* Counts an instantiation; returns whether its event is worth writing. */
+static int count_instantiation(struct site *site, const char *how, const char *reason,
+                               int update_failed, double us)
 {
     pthread_mutex_lock(&site->lock);
     site->count.instantiations++;
+    site->count.update_failures += update_failed;
     if (how[0] == 'n') {
         site->count.how_new++;
         site->count.inst_new_us += us;
@@ -203,7 +206,10 @@ static void count_instantiation(struct site *site, const char *how, double us)
         else
             site->count.how_reuse++;
     }
+    int write = event_worth_writing(&site->last_instantiate_key, how, reason,
+                                    ++site->instantiate_seq, update_failed);
     pthread_mutex_unlock(&site->lock);
+    return write;
 }
 
 CUresult exec_on_instantiate(const struct inst_request *rq)
@@ -226,6 +232,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     const char *how = "new";
     int reusable = site_reuses_execs(site) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
 
+    int update_failed = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
     if (e) {
         enum sync_how sync;
@@ -234,6 +241,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         } else {
             cache_exec_discard(e);
             e = NULL;
+            update_failed = 1;
         }
     } else if (!reusable) {
         snprintf(reason, sizeof reason, (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
@@ -258,6 +266,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
                      drv_result_name(r));
             e = NULL;
             how = "new";
+            update_failed = 1;
         }
     }
     if (!e) {
@@ -275,7 +284,8 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         }
     }
     double us = runtime_now_us() - t0;
-    count_instantiation(site, how, us);
-    event_instantiate(site, seq, how, reason[0] ? reason : NULL, us);
+    const char *why = reason[0] ? reason : NULL;
+    int write = count_instantiation(site, how, why, update_failed, us);
+    event_instantiate(site, seq, how, why, us, write);
     return CUDA_SUCCESS;
 }

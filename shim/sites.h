@@ -23,9 +23,11 @@
 
 struct site_counters {
     unsigned long captures, recaptured, fallbacks, fresh, observed;
+    unsigned long nodes, changed, eligible, ineligible, errors;
     unsigned long instantiations, reused;       /* reused: update+delta+reuse */
     unsigned long how_new, how_update, how_delta, how_reuse;
-    double inst_new_us, reuse_us;
+    unsigned long update_failures;              /* reuse attempts that failed */
+    double capture_us, inst_new_us, reuse_us;
 };
 
 struct site {
@@ -40,8 +42,10 @@ struct site {
     int journal_verified;               /* a journal matched its graph */
     int no_recapture;                   /* never recapture again */
     char no_recapture_reason[160];
-    int said_fresh_reason;              /* "fresh" reason logged once */
     struct site_counters count;
+    uint64_t last_capture_key;          /* path+reason of the last capture event */
+    uint64_t last_instantiate_key;      /* how+reason of the last instantiate event */
+    unsigned long instantiate_seq;      /* instantiations so far */
     /* cache.c's lists of released objects live under cache_lock */
     void *released_graphs;              /* struct graph_rec list head */
     void *released_execs;               /* struct exec_rec list head */

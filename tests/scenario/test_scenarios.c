@@ -306,8 +306,11 @@ Test(scenario, many_threads_at_many_sites)
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"site\"", NULL), 4);
-    cr_expect_eq(run_count_lines(o.log, "\"event\":\"capture\"", NULL), 8 * 4 * 60);
-    cr_expect_gt(captures(&o, "recapture"), 8 * 4 * 50);
+    cr_expect_eq(run_log_total(o.log, "captures"), 8 * 4 * 60);
+    cr_expect_gt(run_log_total(o.log, "recaptured"), 8 * 4 * 50);
+    cr_expect_eq(run_log_total(o.log, "instantiations"), 8 * 4 * 60);
+    /* Routine events are sampled: far fewer lines than captures. */
+    cr_expect_lt(run_count_lines(o.log, "\"event\":\"capture\"", NULL), 8 * 4 * 60 / 2);
     cr_expect_eq(strstr(o.recap.out, "failures=0") != NULL, 1);
     sc_done(&o);
 }
@@ -379,5 +382,31 @@ Test(scenario, out_of_memory_releases_the_cache)
     sc_compare(&c, &o);
     cr_expect_neq(strstr(o.base.out, "big allocation rc=0"), NULL);
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "device memory exhausted", NULL), 1);
+    sc_done(&o);
+}
+
+/* --- the log of a long run ------------------------------------------------------------ */
+
+Test(scenario, routine_events_are_sampled_and_totals_stay_exact)
+{
+    struct sc_case c = { .name = "params", .iters = 300 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    /* Captures 1 (fresh) and 2 (the first recapture) differ from their
+     * predecessors; 3..64 are written in full; then 128 and 256. */
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"capture\"", NULL), 66);
+    cr_expect_eq(run_log_total(o.log, "captures"), 300);
+    cr_expect_eq(run_log_total(o.log, "recaptured"), 299);
+    cr_expect_eq(run_log_total(o.log, "update"), 299);
+    cr_expect_eq(run_log_total(o.log, "changed"), 299 * 5);
+    sc_done(&o);
+}
+
+Test(scenario, every_fallback_is_written_however_long_the_run)
+{
+    struct sc_case c = { .name = "alternate", .iters = 200, .config = "[site 0000000000000001]\nmode = observe\n" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"path\":\"fallback\"", NULL), run_log_total(o.log, "fallbacks"));
     sc_done(&o);
 }

@@ -228,6 +228,25 @@ int run_count_lines(const char *path, ...)
     return count;
 }
 
+long run_log_total(const char *log, const char *key)
+{
+    char *text = run_read_file(log, NULL);
+    if (!text)
+        return -1;
+    long value = -1;
+    char needle[128];
+    snprintf(needle, sizeof needle, "\"%s\":", key);
+    char *end = NULL;
+    for (char *p = text; (p = strstr(p, "\"event\":\"end\"")); p++)
+        end = p;
+    char *totals = end ? strstr(end, "\"totals\":{") : NULL;
+    char *at = totals ? strstr(totals, needle) : NULL;
+    if (at)
+        value = atol(at + strlen(needle));
+    free(text);
+    return value;
+}
+
 long run_stat(const char *path, const char *name)
 {
     char *text = run_read_file(path, NULL);

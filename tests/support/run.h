@@ -51,6 +51,10 @@ char *run_read_file(const char *path, size_t *len);
 /* Lines of a file containing every one of the NULL-terminated needles. */
 int run_count_lines(const char *path, ...);
 
+/* A counter of the "totals" object of the last "end" event in a recap log
+ * (the exact numbers: routine events are sampled), or -1. */
+long run_log_total(const char *log, const char *key);
+
 /* The number after "NAME " in a stats file written by a scenario. */
 long run_stat(const char *path, const char *name);
 
