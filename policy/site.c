@@ -19,6 +19,7 @@
  * worth it.
  */
 #include "policy/site.h"
+#include "policy/stack_memo.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -252,10 +253,13 @@ void site_stack_capture(struct site_stack *st, int depth)
 {
     void *raw[SITE_MAX_DEPTH + SITE_SKIP_MAX];
     void *caller = __builtin_return_address(0);
+    const void *frame = __builtin_frame_address(0);
     if (depth < 1)
         depth = 1;
     if (depth > SITE_MAX_DEPTH)
         depth = SITE_MAX_DEPTH;
+    if (stack_memo_recall(frame, depth, st))
+        return;
     uintptr_t self = atomic_load_explicit(&site_self_base, memory_order_acquire);
     int hint = atomic_load_explicit(&site_skip_hint, memory_order_relaxed);
     /* hint: frames skipped last time (this function, a backtrace
@@ -301,6 +305,7 @@ void site_stack_capture(struct site_stack *st, int depth)
         for (int i = 0; i < kept; i++)
             st->pc[i] = raw[first + i];
         st->depth = kept;
+        stack_memo_remember(frame, depth, st);
         return;
     }
 }

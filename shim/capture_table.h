@@ -16,8 +16,11 @@
 #include "shim/cache.h"
 #include "shim/journal.h"
 
-#define CAPTURE_MAX_STREAMS 32
-#define CAPTURE_MAX_EVENTS 64
+/* Streams and events one capture can involve before recap stops following
+ * it (a recapture then falls back: its journal could miss a call). Kept
+ * small so that a struct capture stays in malloc's per-thread cache. */
+#define CAPTURE_MAX_STREAMS 16
+#define CAPTURE_MAX_EVENTS 16
 
 enum capture_path { PATH_OBSERVE, PATH_FRESH, PATH_RECAPTURE, PATH_FALLBACK };
 
@@ -36,7 +39,7 @@ struct capture {
     struct site *site;
     unsigned long seq;
     enum capture_path path;
-    char reason[200];
+    char reason[160];
     int journaled;                   /* counted in ctab_journaled */
     struct journal journal;
     struct graph_rec *target;        /* TAKEN graph being recaptured into */

@@ -18,9 +18,11 @@
 
 /* Apply only the changed nodes while they are at most this percentage of
  * the graph's nodes; above it one whole-graph update is cheaper. Measured
- * on an H200 with driver 13.0 by scripts/bench-delta (see README): a
- * per-node setter costs about as much as updating 3-6 nodes wholesale. */
-#define EXEC_DELTA_MAX_PERCENT 20
+ * on an H200, driver 580.159 (13.0), by scripts/bench-delta: a per-node
+ * get+set costs 0.25-0.6 us, a whole cuGraphExecUpdate 4 us at 100 nodes
+ * and 70-130 us at 1000; per-node stops paying at 12.7% of 100 nodes and
+ * 32.7% of 1000. The smaller crossover, rounded down, is kept. */
+#define EXEC_DELTA_MAX_PERCENT 12
 
 /* One instantiation request, whichever entry point it came through. */
 struct inst_request {

@@ -28,8 +28,8 @@ struct graph_census {
     CUresult error;
 };
 
-/* Counts nodes and edges, and with `with_types` reads every node's type
- * (about 0.03 us a node). Returns 0, or -1 if the driver refused (then
+/* Counts nodes; with `with_types` also edges, and every node's type (about
+ * 0.03 us a node). Returns 0, or -1 if the driver refused (then
  * out->failed_call and out->error say which query and why) or memory ran
  * out (error CUDA_ERROR_OUT_OF_MEMORY, failed_call "malloc"). */
 int shape_census(CUgraph graph, int with_types, struct graph_census *out);

@@ -2,12 +2,15 @@
 """check_run.py - reads what one GPU test run under recap left behind.
 
   check_run.py log --log FILE --stderr FILE --min-captures N [--min-reuse F]
-      The recap log must be valid JSON Lines and hold at least N `capture`
-      events with a known `path`; of all instantiations after the first at
-      their site, at least the fraction F (default 0.9) must be served from a
-      released executable graph (`how` in update, delta, reuse), and at least
-      one must be; stderr (RECAP_VERBOSE=1) must hold at least N
-      "recap: capture begin site" and N "recap: capture end site" lines.
+      The recap log must be valid JSON Lines, its `capture` events must have a
+      known `path`, and its `end` event must count at least N captures (recap
+      writes routine events for a site's first 64 captures and then at powers
+      of two; the end event has the exact totals); of all instantiations after
+      the first at their site, at least the fraction F (default 0.9) must be
+      served from a released executable graph (`how` in update, delta, reuse),
+      and at least one must be; stderr (RECAP_VERBOSE=1, never sampled) must
+      hold at least N "recap: capture begin site" and N "recap: capture end
+      site" lines.
 
   check_run.py memory --plain-stderr FILE --recap-stderr FILE [--slack-mib M]
       Reads the "memory: after N iterations: B bytes in use" lines that
@@ -58,8 +61,13 @@ def check_log(args):
     captures = [e for e in events if e["event"] == "capture"]
     paths = collections.Counter(str(e.get("path")) for e in captures)
     unknown_paths = set(paths) - CAPTURE_PATHS
-    if len(captures) < args.min_captures:
-        failures.append(f"{len(captures)} capture events, expected at least {args.min_captures}")
+    end = next((e for e in reversed(events) if e["event"] == "end"), None)
+    totals = end.get("totals", {}) if end else {}
+    if end is None:
+        failures.append("no end event (the program did not exit normally?)")
+    elif totals.get("captures", 0) < args.min_captures:
+        failures.append(f"the end event counts {totals.get('captures')} captures, "
+                        f"expected at least {args.min_captures}")
     if unknown_paths:
         failures.append(f"capture events with unknown path: {sorted(unknown_paths)}")
 
@@ -71,8 +79,13 @@ def check_log(args):
     unknown_hows = set(hows) - INSTANTIATE_HOWS
     if unknown_hows:
         failures.append(f"instantiate events with unknown how: {sorted(unknown_hows)}")
-    after_first = sum(len(h) - 1 for h in per_site.values())
-    reused = sum(1 for h in per_site.values() for how in h[1:] if how in REUSED_HOWS)
+    if end is not None:
+        sites = [s for s in end.get("sites", []) if s.get("instantiations", 0) > 0]
+        after_first = sum(s["instantiations"] - 1 for s in sites)
+        reused = sum(s.get("reused", 0) for s in sites)
+    else:
+        after_first = sum(len(h) - 1 for h in per_site.values())
+        reused = sum(1 for h in per_site.values() for how in h[1:] if how in REUSED_HOWS)
     fraction = reused / after_first if after_first else 0.0
     if reused == 0:
         failures.append("no instantiation was served from a released executable graph "
@@ -100,9 +113,10 @@ def check_log(args):
     start = next((e for e in events if e["event"] == "start"), {})
     problems = [e for e in events if e["event"] in ("warning", "error")]
     summary = (f"log: {len(events)} events, driver {start.get('driver')}, mode {start.get('mode')}, "
-               f"recapture_api {start.get('recapture_api')}; captures {len(captures)} "
-               f"{dict(sorted(paths.items()))}; instantiations {sum(hows.values())} "
-               f"{dict(sorted(hows.items()))} at {len(per_site)} site(s), reused {reused} of "
+               f"recapture_api {start.get('recapture_api')}; captures {totals.get('captures')} "
+               f"({len(captures)} events: {dict(sorted(paths.items()))}); instantiations "
+               f"{totals.get('instantiations')} (events: {dict(sorted(hows.items()))}) at "
+               f"{len(per_site)} site(s), reused {reused} of "
                f"{after_first} after the first; verbose lines {begins} begin / {ends} end; "
                f"warnings {by_kind.get('warning', 0)}, errors {by_kind.get('error', 0)}")
     print(summary)
