@@ -2,9 +2,13 @@
  * lifecycle.c - programs that do what a long-lived process may do around
  * recap: `lifecycle fork` captures, forks, and captures in both processes;
  * `lifecycle dlclose` opens the driver with dlopen, uses it and closes it;
- * `lifecycle noinit` reaches the driver without ever calling cuInit.
+ * `lifecycle noinit` reaches the driver without ever calling cuInit;
+ * `lifecycle exit-thread` ends the process with exit() from another thread;
+ * `lifecycle killed` captures until it kills itself with SIGKILL.
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,9 +32,28 @@ static void loop(struct sc_context *c, const char *who, int iters)
     }
 }
 
+static void *exit_from_thread(void *arg)
+{
+    (void)arg;
+    printf("exiting from a second thread\n");
+    fflush(stdout);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "fork";
+    if (!strcmp(what, "exit-thread") || !strcmp(what, "killed")) {
+        struct sc_context c;
+        sc_setup(&c);
+        loop(&c, "before", 70);
+        if (!strcmp(what, "killed"))
+            raise(SIGKILL);
+        pthread_t t;
+        pthread_create(&t, NULL, exit_from_thread, NULL);
+        pthread_join(t, NULL);
+        return 1;                     /* not reached: the thread exits */
+    }
     if (!strcmp(what, "noinit")) {
         int version = 0;
         void *p = NULL;

@@ -246,3 +246,48 @@ Test(hardening, programs_that_are_not_cuda_programs)
     if (python)
         not_a_cuda_program((const char *[]){ python, "-c", "import ctypes, json; print(json.dumps([1,2]))", NULL });
 }
+
+/* The end event is written however the process exits normally; a killed
+ * process leaves only complete lines. */
+static char *log_of(const char *what, int *status)
+{
+    char *dir = run_temp_dir();
+    struct run_spec spec = { .argv = { run_env_path("LIFECYCLE_BIN"), what } };
+    struct run_result r;
+    spec.with_recap = 1;
+    run_setenv(&spec, "STANDIN_DRIVER_VERSION", "13030");
+    run_setenv(&spec, "RECAP_LOG", "%s", run_path(dir, "recap.jsonl"));
+    cr_assert_eq(run_program(&spec, &r), 0);
+    *status = r.status;
+    run_result_free(&r);
+    char *text = run_read_file(run_path(dir, "recap.jsonl"), NULL);
+    run_cleanup_dir(dir);
+    cr_assert_not_null(text, "%s: no log", what);
+    return text;
+}
+
+Test(hardening, end_event_when_another_thread_calls_exit)
+{
+    int status;
+    char *text = log_of("exit-thread", &status);
+    cr_expect_eq(status, 0);
+    cr_expect_eq(count(text, "\"event\":\"end\""), 1, "%s", text);
+    cr_expect_neq(strstr(text, "\"captures\":70,"), NULL, "the end event counts every capture");
+    free(text);
+}
+
+Test(hardening, killed_process_leaves_only_complete_lines)
+{
+    int status;
+    char *text = log_of("killed", &status);
+    cr_expect_eq(status, 128 + 9, "the program was to die of SIGKILL");
+    cr_expect_eq(count(text, "\"event\":\"end\""), 0);
+    int lines = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        size_t len = strlen(line);
+        cr_expect(len > 2 && line[0] == '{' && line[len - 1] == '}', "incomplete line: %s", line);
+        lines++;
+    }
+    cr_expect_gt(lines, 70, "start, site and the sampled capture events");
+    free(text);
+}
