@@ -2,12 +2,15 @@
  * cache.c - records of graphs and executable graphs, and the released ones
  * recap keeps.
  *
- * Two handle maps find records by handle whatever their state, so that a
- * second destroy of a handle the program already destroyed is recognised
- * (it returns CUDA_ERROR_INVALID_VALUE, as the driver does for a handle it
- * does not know) and never destroys what recap keeps. Released records sit
- * on one global list per kind, oldest first: the site's own max_graphs and
- * the global cap evict from the front, and OOM empties it.
+ * Both kinds share one lifecycle, written once over struct cache_entry: a
+ * handle map finds an entry by handle whatever its state, so that a second
+ * destroy of a handle the program already destroyed is recognised (it
+ * returns CUDA_ERROR_INVALID_VALUE, as the driver does for a handle it does
+ * not know) and never destroys what recap keeps; released entries sit on
+ * one list per kind, oldest first, from which the site's max_graphs and the
+ * global cap evict and which OOM empties. What differs per kind - which
+ * released entry suits a request, whether a destroyed one is worth keeping,
+ * how it is destroyed - is the typed code at the end of each section.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -20,199 +23,264 @@
 #include "shim/runtime.h"
 #include "shim/sites.h"
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct hmap graphs_by_handle;     /* CUgraph -> struct graph_rec */
-static struct hmap execs_by_handle;      /* CUgraphExec -> struct exec_rec */
-static struct graph_rec *released_graphs_head, *released_graphs_tail;
-static struct exec_rec *released_execs_head, *released_execs_tail;
-static int released_graphs_count, released_execs_count;
-static uint64_t next_graph_serial = 1;
-
-/* --- released lists (under cache_lock) ------------------------------------ */
-
-#define LIST_PUSH(head, tail, rec)                          \
-    do {                                                    \
-        (rec)->link.prev = (tail);                          \
-        (rec)->link.next = NULL;                            \
-        if (tail)                                           \
-            (tail)->link.next = (rec);                      \
-        else                                                \
-            (head) = (rec);                                 \
-        (tail) = (rec);                                     \
-    } while (0)
-
-#define LIST_UNLINK(head, tail, rec, type)                  \
-    do {                                                    \
-        type *p_ = (rec)->link.prev, *n_ = (rec)->link.next; \
-        if (p_)                                             \
-            p_->link.next = n_;                             \
-        else                                                \
-            (head) = n_;                                    \
-        if (n_)                                             \
-            n_->link.prev = p_;                             \
-        else                                                \
-            (tail) = p_;                                    \
-        (rec)->link.prev = (rec)->link.next = NULL;         \
-    } while (0)
-
-static void graph_unlink_released(struct graph_rec *rec)
-{
-    LIST_UNLINK(released_graphs_head, released_graphs_tail, rec, struct graph_rec);
-    released_graphs_count--;
-    rec->site->n_released_graphs--;
-}
-
-static void exec_unlink_released(struct exec_rec *rec)
-{
-    LIST_UNLINK(released_execs_head, released_execs_tail, rec, struct exec_rec);
-    released_execs_count--;
-    rec->site->n_released_execs--;
-}
-
-/* Objects evicted under the lock, destroyed after it is dropped. */
-struct evictions {
-    struct graph_rec *graphs[8];
-    struct exec_rec *execs[8];
-    int ngraphs, nexecs;
+struct kind_state {
+    const char *noun;
+    int global_max;
+    struct hmap by_handle;               /* handle -> entry, every state */
+    struct cache_entry *oldest, *newest; /* released entries */
+    int released;
 };
 
-static void evict_graphs_over_limit(struct site *site, struct evictions *ev)
+/* cache_lock guards both kinds' maps, lists and counts, every entry's state
+ * and the sites' released counts. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kind_state kinds[CACHE_KINDS] = {
+    [CACHE_GRAPHS] = { .noun = "graph", .global_max = CACHE_GLOBAL_MAX_GRAPHS },
+    [CACHE_EXECS] = { .noun = "executable graph", .global_max = CACHE_GLOBAL_MAX_EXECS },
+};
+static uint64_t next_graph_serial = 1;
+
+/* --- destroying what recap owns ------------------------------------------------ */
+
+static void entry_free(enum cache_kind k, struct cache_entry *e)
 {
-    for (struct graph_rec *r = released_graphs_head, *next; r && ev->ngraphs < 8; r = next) {
-        next = r->link.next;
-        int over_site = r->site == site && site->n_released_graphs > site->policy.max_graphs;
-        int over_global = released_graphs_count > CACHE_GLOBAL_MAX_GRAPHS;
-        if (!over_site && !over_global)
-            continue;
-        graph_unlink_released(r);
-        hmap_del(&graphs_by_handle, r->graph);
-        ev->graphs[ev->ngraphs++] = r;
-    }
+    if (k == CACHE_GRAPHS)
+        free(((struct graph_rec *)e)->changed);
+    free(e);
 }
 
-static void evict_execs_over_limit(struct site *site, struct evictions *ev)
+/* Destroys the object of an entry recap owns and frees the entry; a failure
+ * is logged, there is nothing else to do about it. Never under cache_lock. */
+static void entry_destroy(enum cache_kind k, struct cache_entry *e)
 {
-    for (struct exec_rec *r = released_execs_head, *next; r && ev->nexecs < 8; r = next) {
-        next = r->link.next;
-        int over_site = r->site == site && site->n_released_execs > site->policy.max_graphs;
-        int over_global = released_execs_count > CACHE_GLOBAL_MAX_EXECS;
-        if (!over_site && !over_global)
-            continue;
-        exec_unlink_released(r);
-        hmap_del(&execs_by_handle, r->exec);
-        ev->execs[ev->nexecs++] = r;
-    }
-}
-
-static void graph_rec_free(struct graph_rec *rec)
-{
-    free(rec->changed);
-    free(rec);
-}
-
-/* Destroys a graph or executable graph recap owns; a failure is logged,
- * there is nothing else to do about it. */
-static void destroy_graph(struct site *site, CUgraph graph)
-{
-    CUresult r = DRV_REAL(cuGraphDestroy)(graph);
+    CUresult r = k == CACHE_GRAPHS ? DRV_REAL(cuGraphDestroy)((CUgraph)e->handle)
+                                   : DRV_REAL(cuGraphExecDestroy)((CUgraphExec)e->handle);
     if (r != CUDA_SUCCESS)
-        event_own_call_failed(site, "cuGraphDestroy", r, "the graph may stay allocated");
+        event_own_call_failed(e->site, k == CACHE_GRAPHS ? "cuGraphDestroy" : "cuGraphExecDestroy",
+                              r, "the object may stay allocated");
+    entry_free(k, e);
 }
 
-static void destroy_exec(struct site *site, CUgraphExec exec)
+/* Entries evicted under the lock, destroyed after it is dropped. */
+struct evictions {
+    struct cache_entry *entry[8];
+    int n;
+};
+
+static void destroy_evicted(enum cache_kind k, struct evictions *ev)
 {
-    CUresult r = DRV_REAL(cuGraphExecDestroy)(exec);
-    if (r != CUDA_SUCCESS)
-        event_own_call_failed(site, "cuGraphExecDestroy", r,
-                              "the executable graph may stay allocated");
+    for (int i = 0; i < ev->n; i++)
+        entry_destroy(k, ev->entry[i]);
 }
 
-static void destroy_evicted(struct evictions *ev)
+/* --- the shared lifecycle (under cache_lock unless said otherwise) ------------- */
+
+static void unlink_released(enum cache_kind k, struct cache_entry *e)
 {
-    for (int i = 0; i < ev->ngraphs; i++) {
-        destroy_graph(ev->graphs[i]->site, ev->graphs[i]->graph);
-        graph_rec_free(ev->graphs[i]);
+    struct kind_state *ks = &kinds[k];
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        ks->oldest = e->newer;
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        ks->newest = e->older;
+    e->older = e->newer = NULL;
+    ks->released--;
+    e->site->n_released[k]--;
+}
+
+/* A destroyed entry joins the released list; the oldest ones beyond the
+ * site's max_graphs or the global cap leave the map for destruction. */
+static void push_released(enum cache_kind k, struct cache_entry *e, struct evictions *ev)
+{
+    struct kind_state *ks = &kinds[k];
+    struct site *site = e->site;
+    e->state = CACHE_RELEASED;
+    e->older = ks->newest;
+    e->newer = NULL;
+    if (ks->newest)
+        ks->newest->newer = e;
+    else
+        ks->oldest = e;
+    ks->newest = e;
+    ks->released++;
+    site->n_released[k]++;
+
+    for (struct cache_entry *r = ks->oldest, *next; r && ev->n < 8; r = next) {
+        next = r->newer;
+        int over_site = r->site == site && site->n_released[k] > site->policy.max_graphs;
+        if (!over_site && ks->released <= ks->global_max)
+            continue;
+        unlink_released(k, r);
+        hmap_del(&ks->by_handle, r->handle);
+        ev->entry[ev->n++] = r;
     }
-    for (int i = 0; i < ev->nexecs; i++) {
-        destroy_exec(ev->execs[i]->site, ev->execs[i]->exec);
-        free(ev->execs[i]);
-    }
 }
 
-/* --- graphs ---------------------------------------------------------------- */
-
-struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes)
+/* Starts tracking an entry the program holds. Returns 0, or -1 (entry
+ * freed) if the map could not grow. Takes cache_lock. */
+static int entry_track(enum cache_kind k, struct cache_entry *e)
 {
-    struct graph_rec *rec = calloc(1, sizeof *rec);
-    if (!rec)
-        return NULL;
-    rec->graph = graph;
-    rec->site = site;
-    rec->shape = shape;
-    rec->nodes = nodes;
-    rec->state = CACHE_HELD;
+    struct kind_state *ks = &kinds[k];
+    int rc = 0;
+    e->state = CACHE_HELD;
     pthread_mutex_lock(&cache_lock);
-    rec->serial = next_graph_serial++;
-    /* The driver may reuse the address of a graph it destroyed behind our
-     * back (never one we track as released or taken: those are alive). */
-    struct graph_rec *stale = hmap_get(&graphs_by_handle, graph);
+    if (k == CACHE_GRAPHS)
+        ((struct graph_rec *)e)->serial = next_graph_serial++;
+    /* The driver may reuse the address of an object destroyed behind
+     * recap's back (never one recap keeps: those are alive). */
+    struct cache_entry *stale = hmap_get(&ks->by_handle, e->handle);
     if (stale && stale->state == CACHE_HELD) {
-        hmap_del(&graphs_by_handle, graph);
-        graph_rec_free(stale);
+        hmap_del(&ks->by_handle, e->handle);
+        entry_free(k, stale);
     }
-    if (hmap_put(&graphs_by_handle, graph, rec) != 0) {
-        free(rec);
-        rec = NULL;
-    }
+    if (hmap_put(&ks->by_handle, e->handle, e) != 0)
+        rc = -1;
     pthread_mutex_unlock(&cache_lock);
-    return rec;
+    if (rc)
+        entry_free(k, e);
+    return rc;
 }
 
-struct graph_rec *cache_graph_held(CUgraph graph)
+/* The entry of a handle the program holds, or NULL. Takes cache_lock. */
+static struct cache_entry *entry_held(enum cache_kind k, const void *handle)
 {
     pthread_mutex_lock(&cache_lock);
-    struct graph_rec *rec = hmap_get(&graphs_by_handle, graph);
-    if (rec && rec->state != CACHE_HELD)
-        rec = NULL;
+    struct cache_entry *e = hmap_get(&kinds[k].by_handle, handle);
+    if (e && e->state != CACHE_HELD)
+        e = NULL;
     pthread_mutex_unlock(&cache_lock);
-    return rec;
+    return e;
 }
 
-struct graph_rec *cache_take_graph(struct site *site, uint64_t shape)
+/* The newest released entry of the site that `suits` (2: the best there
+ * is, stop looking; 1: acceptable), now TAKEN. Takes cache_lock. */
+static struct cache_entry *entry_take(enum cache_kind k, struct site *site,
+                                      int (*suits)(const struct cache_entry *, const void *),
+                                      const void *want)
 {
-    struct graph_rec *found = NULL;
+    struct cache_entry *found = NULL;
+    int best = 0;
     pthread_mutex_lock(&cache_lock);
-    /* Newest first: the most recently released graph of the shape is the
-     * one whose parameters are likeliest to match. */
-    for (struct graph_rec *r = released_graphs_tail; r; r = r->link.prev) {
-        if (r->site == site && r->shape == shape) {
-            found = r;
-            break;
+    for (struct cache_entry *e = kinds[k].newest; e && best < 2; e = e->older) {
+        int score = e->site == site ? suits(e, want) : 0;
+        if (score > best) {
+            best = score;
+            found = e;
         }
     }
     if (found) {
-        graph_unlink_released(found);
+        unlink_released(k, found);
         found->state = CACHE_TAKEN;
     }
     pthread_mutex_unlock(&cache_lock);
     return found;
 }
 
-void cache_graph_hand_out(struct graph_rec *rec)
+static void entry_hand_out(struct cache_entry *e)
 {
     pthread_mutex_lock(&cache_lock);
-    rec->state = CACHE_HELD;
+    e->state = CACHE_HELD;
     pthread_mutex_unlock(&cache_lock);
+}
+
+/* Forgets a TAKEN or HELD entry and destroys its object, once. */
+static void entry_discard(enum cache_kind k, struct cache_entry *e)
+{
+    pthread_mutex_lock(&cache_lock);
+    if (hmap_get(&kinds[k].by_handle, e->handle) == e)
+        hmap_del(&kinds[k].by_handle, e->handle);
+    pthread_mutex_unlock(&cache_lock);
+    entry_destroy(k, e);
+}
+
+/* The program's destroy of a handle: kept as released when `keep` says so
+ * (asked outside the lock: it may query the driver), passed to the driver
+ * when recap does not know the handle, refused when the program destroyed
+ * it already. */
+static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
+                                 int (*keep)(const struct cache_entry *), CUresult (*real)(const void *))
+{
+    struct kind_state *ks = &kinds[k];
+    struct evictions ev = { .n = 0 };
+
+    pthread_mutex_lock(&cache_lock);
+    struct cache_entry *e = hmap_get(&ks->by_handle, handle);
+    enum cache_state state = e ? e->state : CACHE_HELD;
+    struct site *site = e ? e->site : NULL;
+    pthread_mutex_unlock(&cache_lock);
+    if (!e)
+        return real(handle);
+    if (state != CACHE_HELD) {
+        /* Only HELD entries stay put once the lock is dropped: `e` is not
+         * touched again. */
+        event_warning(site, "destroy of a %s the program already destroyed; recap's cached "
+                            "one kept, CUDA_ERROR_INVALID_VALUE returned", ks->noun);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    int kept = keep(e);
+
+    pthread_mutex_lock(&cache_lock);
+    if (hmap_get(&ks->by_handle, handle) != e || e->state != CACHE_HELD) {
+        /* A racing destroy of the same handle in another thread won. */
+        pthread_mutex_unlock(&cache_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (kept)
+        push_released(k, e, &ev);
+    else
+        hmap_del(&ks->by_handle, handle);
+    pthread_mutex_unlock(&cache_lock);
+
+    if (kept) {
+        destroy_evicted(k, &ev);
+        return CUDA_SUCCESS;
+    }
+    entry_free(k, e);
+    return real(handle);
+}
+
+/* --- graphs ---------------------------------------------------------------------- */
+
+struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes)
+{
+    struct graph_rec *rec = calloc(1, sizeof *rec);
+    if (!rec)
+        return NULL;
+    rec->entry.handle = graph;
+    rec->entry.site = site;
+    rec->shape = shape;
+    rec->nodes = nodes;
+    return entry_track(CACHE_GRAPHS, &rec->entry) == 0 ? rec : NULL;
+}
+
+struct graph_rec *cache_graph_held(CUgraph graph)
+{
+    return (struct graph_rec *)entry_held(CACHE_GRAPHS, graph);
+}
+
+static int graph_suits(const struct cache_entry *e, const void *want)
+{
+    return ((const struct graph_rec *)e)->shape == *(const uint64_t *)want ? 2 : 0;
+}
+
+struct graph_rec *cache_take_graph(struct site *site, uint64_t shape)
+{
+    /* Newest first: the most recently released graph of the shape is the
+     * one whose parameters are likeliest to match. */
+    return (struct graph_rec *)entry_take(CACHE_GRAPHS, site, graph_suits, &shape);
+}
+
+void cache_graph_hand_out(struct graph_rec *rec)
+{
+    entry_hand_out(&rec->entry);
 }
 
 void cache_graph_discard(struct graph_rec *rec)
 {
-    pthread_mutex_lock(&cache_lock);
-    if (hmap_get(&graphs_by_handle, rec->graph) == rec)
-        hmap_del(&graphs_by_handle, rec->graph);
-    pthread_mutex_unlock(&cache_lock);
-    destroy_graph(rec->site, rec->graph);
-    graph_rec_free(rec);
+    entry_discard(CACHE_GRAPHS, &rec->entry);
 }
 
 void cache_graph_set_changes(struct graph_rec *rec, struct changed_node *changed, size_t n, int known)
@@ -223,79 +291,40 @@ void cache_graph_set_changes(struct graph_rec *rec, struct changed_node *changed
     rec->changes_known = known;
 }
 
-/* Whether the site will ever recapture into a released graph. */
-static int site_keeps_graphs(const struct site *site)
+/* A destroyed graph is worth keeping only where it will be recaptured
+ * into, and only unchanged since its capture: a graph the program edited
+ * would just make the next recapture fail. */
+static int graph_worth_keeping(const struct cache_entry *e)
 {
+    const struct graph_rec *rec = (const struct graph_rec *)e;
+    const struct site *site = e->site;
     enum recap_mode m = site->policy.mode;
-    return (m == RECAP_MODE_AUTO || m == RECAP_MODE_RECAPTURE) && drv_caps.recapture_begin &&
-           !__atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED);
+    if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !drv_caps.recapture_begin ||
+        __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
+        return 0;
+    size_t n = 0;
+    CUresult r = DRV_REAL(cuGraphGetNodes)(graph_rec_graph(rec), NULL, &n);
+    if (r != CUDA_SUCCESS) {
+        event_own_call_failed(e->site, "cuGraphGetNodes", r, "the released graph is not kept");
+        return 0;
+    }
+    return (long)n == rec->nodes;
 }
 
-static long graph_node_count(struct site *site, CUgraph graph)
+static CUresult graph_destroy_real(const void *handle)
 {
-    size_t n = 0;
-    CUresult r = DRV_REAL(cuGraphGetNodes)(graph, NULL, &n);
-    if (r != CUDA_SUCCESS) {
-        event_own_call_failed(site, "cuGraphGetNodes", r, "the released graph is not kept");
-        return -1;
-    }
-    return (long)n;
+    return DRV_REAL(cuGraphDestroy)((CUgraph)handle);
 }
 
 CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
 {
-    struct evictions ev = { .ngraphs = 0 };
     (void)id;
     if (runtime_passthrough || !graph)
         return DRV_REAL(cuGraphDestroy)(graph);
-
-    pthread_mutex_lock(&cache_lock);
-    struct graph_rec *rec = hmap_get(&graphs_by_handle, graph);
-    if (!rec) {
-        pthread_mutex_unlock(&cache_lock);
-        return DRV_REAL(cuGraphDestroy)(graph);
-    }
-    if (rec->state != CACHE_HELD) {
-        struct site *site = rec->site;
-        pthread_mutex_unlock(&cache_lock);
-        event_warning(site, "cuGraphDestroy of a graph the program already destroyed; "
-                            "recap's cached graph kept, CUDA_ERROR_INVALID_VALUE returned");
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    struct site *site = rec->site;
-    long recorded_nodes = rec->nodes;
-    pthread_mutex_unlock(&cache_lock);
-
-    /* A graph the program edited after capture would only make the next
-     * recapture fail: check its node count before keeping it. */
-    int keep = site_keeps_graphs(site) && graph_node_count(site, graph) == recorded_nodes;
-
-    pthread_mutex_lock(&cache_lock);
-    if (hmap_get(&graphs_by_handle, graph) != rec || rec->state != CACHE_HELD) {
-        /* A racing destroy of the same handle in another thread won. */
-        pthread_mutex_unlock(&cache_lock);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (keep) {
-        rec->state = CACHE_RELEASED;
-        LIST_PUSH(released_graphs_head, released_graphs_tail, rec);
-        released_graphs_count++;
-        site->n_released_graphs++;
-        evict_graphs_over_limit(site, &ev);
-    } else {
-        hmap_del(&graphs_by_handle, graph);
-    }
-    pthread_mutex_unlock(&cache_lock);
-
-    if (keep) {
-        destroy_evicted(&ev);
-        return CUDA_SUCCESS;
-    }
-    graph_rec_free(rec);
-    return DRV_REAL(cuGraphDestroy)(graph);
+    return entry_on_destroy(CACHE_GRAPHS, graph, graph_worth_keeping, graph_destroy_real);
 }
 
-/* --- executable graphs ----------------------------------------------------- */
+/* --- executable graphs ------------------------------------------------------------- */
 
 struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned long long flags,
                                   uint64_t shape, long nodes, uint64_t source_serial)
@@ -303,109 +332,64 @@ struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned 
     struct exec_rec *rec = calloc(1, sizeof *rec);
     if (!rec)
         return NULL;
-    rec->exec = exec;
-    rec->site = site;
+    rec->entry.handle = exec;
+    rec->entry.site = site;
     rec->flags = flags;
     rec->shape = shape;
     rec->nodes = nodes;
     rec->source_serial = source_serial;
-    rec->state = CACHE_HELD;
-    pthread_mutex_lock(&cache_lock);
-    struct exec_rec *stale = hmap_get(&execs_by_handle, exec);
-    if (stale && stale->state == CACHE_HELD) {
-        hmap_del(&execs_by_handle, exec);
-        free(stale);
-    }
-    if (hmap_put(&execs_by_handle, exec, rec) != 0) {
-        free(rec);
-        rec = NULL;
-    }
-    pthread_mutex_unlock(&cache_lock);
-    return rec;
+    return entry_track(CACHE_EXECS, &rec->entry) == 0 ? rec : NULL;
+}
+
+struct exec_want {
+    unsigned long long flags;
+    uint64_t shape, prefer_serial;
+};
+
+/* Same flags and shape; best of all, instantiated from the very graph. */
+static int exec_suits(const struct cache_entry *e, const void *want)
+{
+    const struct exec_rec *rec = (const struct exec_rec *)e;
+    const struct exec_want *w = want;
+    if (rec->flags != w->flags || rec->shape != w->shape)
+        return 0;
+    return rec->source_serial == w->prefer_serial ? 2 : 1;
 }
 
 struct exec_rec *cache_take_exec(struct site *site, unsigned long long flags, uint64_t shape,
                                  uint64_t prefer_serial)
 {
-    struct exec_rec *found = NULL;
-    pthread_mutex_lock(&cache_lock);
-    for (struct exec_rec *r = released_execs_tail; r; r = r->link.prev) {
-        if (r->site != site || r->flags != flags || r->shape != shape)
-            continue;
-        if (!found || (r->source_serial == prefer_serial && found->source_serial != prefer_serial))
-            found = r;
-        if (found->source_serial == prefer_serial)
-            break;
-    }
-    if (found) {
-        exec_unlink_released(found);
-        found->state = CACHE_TAKEN;
-    }
-    pthread_mutex_unlock(&cache_lock);
-    return found;
+    struct exec_want want = { flags, shape, prefer_serial };
+    return (struct exec_rec *)entry_take(CACHE_EXECS, site, exec_suits, &want);
 }
 
 void cache_exec_hand_out(struct exec_rec *rec)
 {
-    pthread_mutex_lock(&cache_lock);
-    rec->state = CACHE_HELD;
-    pthread_mutex_unlock(&cache_lock);
+    entry_hand_out(&rec->entry);
 }
 
 void cache_exec_discard(struct exec_rec *rec)
 {
-    pthread_mutex_lock(&cache_lock);
-    if (hmap_get(&execs_by_handle, rec->exec) == rec)
-        hmap_del(&execs_by_handle, rec->exec);
-    pthread_mutex_unlock(&cache_lock);
-    destroy_exec(rec->site, rec->exec);
-    free(rec);
+    entry_discard(CACHE_EXECS, &rec->entry);
 }
 
-static int site_keeps_execs(const struct site *site)
+static int exec_worth_keeping(const struct cache_entry *e)
 {
-    enum recap_mode m = site->policy.mode;
+    enum recap_mode m = e->site->policy.mode;
     return m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE;
+}
+
+static CUresult exec_destroy_real(const void *handle)
+{
+    return DRV_REAL(cuGraphExecDestroy)((CUgraphExec)handle);
 }
 
 CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec)
 {
-    struct evictions ev = { .nexecs = 0 };
     (void)id;
     if (runtime_passthrough || !exec)
         return DRV_REAL(cuGraphExecDestroy)(exec);
-
-    pthread_mutex_lock(&cache_lock);
-    struct exec_rec *rec = hmap_get(&execs_by_handle, exec);
-    if (!rec) {
-        pthread_mutex_unlock(&cache_lock);
-        return DRV_REAL(cuGraphExecDestroy)(exec);
-    }
-    struct site *site = rec->site;
-    if (rec->state != CACHE_HELD) {
-        pthread_mutex_unlock(&cache_lock);
-        event_warning(site, "cuGraphExecDestroy of an executable graph the program already "
-                            "destroyed; recap's cached one kept, CUDA_ERROR_INVALID_VALUE returned");
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    int keep = site_keeps_execs(site);
-    if (keep) {
-        rec->state = CACHE_RELEASED;
-        LIST_PUSH(released_execs_head, released_execs_tail, rec);
-        released_execs_count++;
-        site->n_released_execs++;
-        evict_execs_over_limit(site, &ev);
-    } else {
-        hmap_del(&execs_by_handle, exec);
-    }
-    pthread_mutex_unlock(&cache_lock);
-
-    if (keep) {
-        destroy_evicted(&ev);
-        return CUDA_SUCCESS;
-    }
-    free(rec);
-    return DRV_REAL(cuGraphExecDestroy)(exec);
+    return entry_on_destroy(CACHE_EXECS, exec, exec_worth_keeping, exec_destroy_real);
 }
 
 void exec_note_mutated(CUgraphExec exec)
@@ -413,50 +397,40 @@ void exec_note_mutated(CUgraphExec exec)
     if (runtime_passthrough)
         return;
     pthread_mutex_lock(&cache_lock);
-    struct exec_rec *rec = hmap_get(&execs_by_handle, exec);
+    struct exec_rec *rec = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
     if (rec)
         rec->mutated = 1;
     pthread_mutex_unlock(&cache_lock);
 }
 
-/* --- memory pressure, fork --------------------------------------------------- */
+/* --- memory pressure, fork ----------------------------------------------------------- */
 
 int cache_release_for_oom(void)
 {
-    struct graph_rec *graphs;
-    struct exec_rec *execs;
-    int n;
+    struct cache_entry *lists[CACHE_KINDS];
+    int n = 0;
 
     if (runtime_passthrough)
         return 0;
     pthread_mutex_lock(&cache_lock);
-    graphs = released_graphs_head;
-    execs = released_execs_head;
-    n = released_graphs_count + released_execs_count;
-    for (struct graph_rec *r = graphs; r; r = r->link.next) {
-        hmap_del(&graphs_by_handle, r->graph);
-        r->site->n_released_graphs--;
+    for (int k = 0; k < CACHE_KINDS; k++) {
+        struct kind_state *ks = &kinds[k];
+        lists[k] = ks->oldest;
+        n += ks->released;
+        for (struct cache_entry *e = ks->oldest; e; e = e->newer) {
+            hmap_del(&ks->by_handle, e->handle);
+            e->site->n_released[k]--;
+        }
+        ks->oldest = ks->newest = NULL;
+        ks->released = 0;
     }
-    for (struct exec_rec *r = execs; r; r = r->link.next) {
-        hmap_del(&execs_by_handle, r->exec);
-        r->site->n_released_execs--;
-    }
-    released_graphs_head = released_graphs_tail = NULL;
-    released_execs_head = released_execs_tail = NULL;
-    released_graphs_count = released_execs_count = 0;
     pthread_mutex_unlock(&cache_lock);
 
-    while (graphs) {
-        struct graph_rec *next = graphs->link.next;
-        destroy_graph(graphs->site, graphs->graph);
-        graph_rec_free(graphs);
-        graphs = next;
-    }
-    while (execs) {
-        struct exec_rec *next = execs->link.next;
-        destroy_exec(execs->site, execs->exec);
-        free(execs);
-        execs = next;
+    for (int k = 0; k < CACHE_KINDS; k++) {
+        for (struct cache_entry *e = lists[k], *next; e; e = next) {
+            next = e->newer;
+            entry_destroy((enum cache_kind)k, e);
+        }
     }
     if (n)
         event_warning(NULL, "device memory exhausted: released %d cached graphs and "
@@ -467,33 +441,24 @@ int cache_release_for_oom(void)
 void cache_counts(int *graphs, int *execs)
 {
     pthread_mutex_lock(&cache_lock);
-    *graphs = released_graphs_count;
-    *execs = released_execs_count;
+    *graphs = kinds[CACHE_GRAPHS].released;
+    *execs = kinds[CACHE_EXECS].released;
     pthread_mutex_unlock(&cache_lock);
-}
-
-static void free_all_records(struct hmap *m, int graphs)
-{
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->slots[i].key)
-            continue;
-        if (graphs)
-            graph_rec_free(m->slots[i].value);
-        else
-            free(m->slots[i].value);
-    }
-    hmap_clear(m);
 }
 
 void cache_after_fork_child(void)
 {
     /* The child cannot use the parent's CUDA objects: forget them without
-     * calling the driver. TAKEN records belong to captures, which the
+     * calling the driver. TAKEN entries belong to captures, which the
      * capture module dropped first. */
     pthread_mutex_init(&cache_lock, NULL);
-    free_all_records(&graphs_by_handle, 1);
-    free_all_records(&execs_by_handle, 0);
-    released_graphs_head = released_graphs_tail = NULL;
-    released_execs_head = released_execs_tail = NULL;
-    released_graphs_count = released_execs_count = 0;
+    for (int k = 0; k < CACHE_KINDS; k++) {
+        struct kind_state *ks = &kinds[k];
+        for (size_t i = 0; i < ks->by_handle.cap; i++)
+            if (ks->by_handle.slots[i].key)
+                entry_free((enum cache_kind)k, ks->by_handle.slots[i].value);
+        hmap_clear(&ks->by_handle);
+        ks->oldest = ks->newest = NULL;
+        ks->released = 0;
+    }
 }

@@ -36,8 +36,17 @@ struct site;
 
 enum cache_state { CACHE_HELD, CACHE_RELEASED, CACHE_TAKEN };
 
-struct cache_link {
-    void *prev, *next;             /* global list of released records, oldest first */
+/* The kinds of object recap keeps; sites count their released ones per kind. */
+enum cache_kind { CACHE_GRAPHS, CACHE_EXECS, CACHE_KINDS };
+
+/* What every kept object has, whatever its kind: the first member of both
+ * records, so the lifecycle (track, release, take, hand out, evict,
+ * destroy) is written once. */
+struct cache_entry {
+    const void *handle;            /* the CUgraph or CUgraphExec */
+    struct site *site;
+    enum cache_state state;
+    struct cache_entry *older, *newer;   /* released list of its kind */
 };
 
 /* A node whose parameters the last recapture changed. */
@@ -47,14 +56,11 @@ struct changed_node {
 };
 
 struct graph_rec {
-    CUgraph graph;
-    struct site *site;
+    struct cache_entry entry;
     uint64_t serial;               /* unique for the life of the process */
     uint64_t shape;
     long nodes;
     unsigned long version;         /* successful recaptures into it so far */
-    enum cache_state state;
-    struct cache_link link;
     /* What the last successful recapture changed, relative to version - 1.
      * changes_known is 0 unless every change was reported eligible. */
     int changes_known;
@@ -63,8 +69,7 @@ struct graph_rec {
 };
 
 struct exec_rec {
-    CUgraphExec exec;
-    struct site *site;
+    struct cache_entry entry;
     unsigned long long flags;      /* instantiate flags, UPLOAD excluded */
     uint64_t shape;
     long nodes;
@@ -73,9 +78,17 @@ struct exec_rec {
     unsigned long synced_version;
     unsigned long synced_epoch;    /* graph-mutation epoch at that time */
     int mutated;                   /* the program changed it itself */
-    enum cache_state state;
-    struct cache_link link;
 };
+
+static inline CUgraph graph_rec_graph(const struct graph_rec *rec)
+{
+    return (CUgraph)rec->entry.handle;
+}
+
+static inline CUgraphExec exec_rec_exec(const struct exec_rec *rec)
+{
+    return (CUgraphExec)rec->entry.handle;
+}
 
 /* --- graphs --- */
 

@@ -148,7 +148,7 @@ static void fall_back(struct capture *cap, const char *reason)
 
     CUgraph dead = NULL;
     end_real(DRV_cuStreamEndCapture, cap->origin.real, &dead);
-    if (dead && dead != cap->target->graph) {
+    if (dead && dead != graph_rec_graph(cap->target)) {
         /* Not a reading any documentation suggests; the extra graph is
          * recap's doing, so recap destroys it. */
         DRV_REAL(cuGraphDestroy)(dead);
@@ -379,7 +379,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
         cap->target = target;
         cap->path = PATH_RECAPTURE;
         cap->reason[0] = '\0';
-        r = drv_caps.recapture_begin(s.real, mode, target->graph, recapture_callback, cap);
+        r = drv_caps.recapture_begin(s.real, mode, graph_rec_graph(target), recapture_callback, cap);
         if (r == CUDA_SUCCESS) {
             cap->app_capture_id = capture_id_of(cap);
         } else {
@@ -566,7 +566,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
              * was being recaptured is undefined and goes. */
             cache_graph_discard(cap->target);
             cap->target = NULL;
-        } else if (graph != cap->target->graph) {
+        } else if (graph != graph_rec_graph(cap->target)) {
             event_warning(cap->site, "the driver returned a new graph from a recapture; "
                                      "the old one is left alone");
             cap->target = NULL;

@@ -159,7 +159,7 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum sync_how *how
             const char *failed = "cuCtxGetCurrent";
             CUresult r = DRV_REAL(cuCtxGetCurrent)(&ctx);
             for (size_t i = 0; i < k && r == CUDA_SUCCESS; i++)
-                r = apply_changed_node(e->exec, &g->changed[i], ctx, &failed);
+                r = apply_changed_node(exec_rec_exec(e), &g->changed[i], ctx, &failed);
             if (r == CUDA_SUCCESS) {
                 *how = SYNC_DELTA;
                 return 0;
@@ -169,7 +169,7 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum sync_how *how
         }
     }
     CUgraphExecUpdateResultInfo info = { 0 };
-    CUresult r = DRV_REAL(cuGraphExecUpdate_v2)(e->exec, g->graph, &info);
+    CUresult r = DRV_REAL(cuGraphExecUpdate_v2)(exec_rec_exec(e), graph_rec_graph(g), &info);
     if (r == CUDA_SUCCESS) {
         *how = SYNC_UPDATE;
         return 0;
@@ -220,7 +220,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     if (!g)
         return instantiate_real(rq);
 
-    struct site *site = g->site;
+    struct site *site = g->entry.site;
     unsigned long long flags = request_flags(rq) & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
     unsigned long seq;
     pthread_mutex_lock(&site->lock);
@@ -256,9 +256,9 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         e->synced_serial = g->serial;
         e->synced_version = g->version;
         e->synced_epoch = __atomic_load_n(&graph_mutation_epoch, __ATOMIC_RELAXED);
-        r = upload_if_asked(rq, e->exec);
+        r = upload_if_asked(rq, exec_rec_exec(e));
         if (r == CUDA_SUCCESS) {
-            report_success(rq, e->exec);
+            report_success(rq, exec_rec_exec(e));
             cache_exec_hand_out(e);
         } else {
             cache_exec_discard(e);

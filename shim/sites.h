@@ -20,6 +20,7 @@
 #include "policy/predict.h"
 #include "policy/settings.h"
 #include "policy/site.h"
+#include "shim/cache.h"
 
 struct site_counters {
     unsigned long captures, recaptured, fallbacks, fresh, observed;
@@ -46,10 +47,7 @@ struct site {
     uint64_t last_capture_key;          /* path+reason of the last capture event */
     uint64_t last_instantiate_key;      /* how+reason of the last instantiate event */
     unsigned long instantiate_seq;      /* instantiations so far */
-    /* cache.c's lists of released objects live under cache_lock */
-    void *released_graphs;              /* struct graph_rec list head */
-    void *released_execs;               /* struct exec_rec list head */
-    int n_released_graphs, n_released_execs;
+    int n_released[CACHE_KINDS];        /* released objects per kind, under cache_lock */
 };
 
 /* The site of a stack, created (and announced with a "site" log event) at
