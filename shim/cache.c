@@ -39,6 +39,7 @@ static struct kind_state kinds[CACHE_KINDS] = {
     [CACHE_EXECS] = { .noun = "executable graph", .global_max = CACHE_GLOBAL_MAX_EXECS },
 };
 static uint64_t next_graph_serial = 1;
+static struct hmap graphs_with_user_objects;  /* CUgraph -> (void *)1, until destroyed */
 
 /* --- destroying what recap owns ------------------------------------------------ */
 
@@ -316,12 +317,44 @@ static CUresult graph_destroy_real(const void *handle)
     return DRV_REAL(cuGraphDestroy)((CUgraph)handle);
 }
 
+static int never_keep(const struct cache_entry *e)
+{
+    (void)e;
+    return 0;
+}
+
 CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
 {
     (void)id;
     if (runtime_passthrough || !graph)
         return DRV_REAL(cuGraphDestroy)(graph);
-    return entry_on_destroy(CACHE_GRAPHS, graph, graph_worth_keeping, graph_destroy_real);
+    pthread_mutex_lock(&cache_lock);
+    int has_user_objects = hmap_del(&graphs_with_user_objects, graph) != NULL;
+    pthread_mutex_unlock(&cache_lock);
+    return entry_on_destroy(CACHE_GRAPHS, graph, has_user_objects ? never_keep : graph_worth_keeping,
+                            graph_destroy_real);
+}
+
+void cache_note_user_object(CUgraph graph)
+{
+    if (runtime_passthrough)
+        return;
+    pthread_mutex_lock(&cache_lock);
+    if (hmap_put(&graphs_with_user_objects, graph, (void *)1) != 0) {
+        /* Cannot remember it: stop keeping graphs of its site instead. */
+        struct cache_entry *e = hmap_get(&kinds[CACHE_GRAPHS].by_handle, graph);
+        if (e)
+            __atomic_store_n(&e->site->no_recapture, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&cache_lock);
+}
+
+int cache_graph_has_user_objects(CUgraph graph)
+{
+    pthread_mutex_lock(&cache_lock);
+    int has = hmap_get(&graphs_with_user_objects, graph) != NULL;
+    pthread_mutex_unlock(&cache_lock);
+    return has;
 }
 
 /* --- executable graphs ------------------------------------------------------------- */
@@ -452,6 +485,7 @@ void cache_after_fork_child(void)
      * calling the driver. TAKEN entries belong to captures, which the
      * capture module dropped first. */
     pthread_mutex_init(&cache_lock, NULL);
+    hmap_clear(&graphs_with_user_objects);
     for (int k = 0; k < CACHE_KINDS; k++) {
         struct kind_state *ks = &kinds[k];
         for (size_t i = 0; i < ks->by_handle.cap; i++)

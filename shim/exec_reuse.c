@@ -230,7 +230,9 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     double t0 = runtime_now_us();
     char reason[200] = "";
     const char *how = "new";
-    int reusable = site_reuses_execs(site) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
+    int user_objects = cache_graph_has_user_objects(rq->graph);
+    int reusable = site_reuses_execs(site) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) &&
+                   !user_objects;
 
     int update_failed = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
@@ -244,9 +246,11 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
             update_failed = 1;
         }
     } else if (!reusable) {
-        snprintf(reason, sizeof reason, (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
-                                            ? "device-launchable graphs are not reused"
-                                            : "site mode does not reuse executable graphs");
+        snprintf(reason, sizeof reason, "%s",
+                 user_objects ? "the graph holds user objects: its executable graphs are not reused"
+                 : (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
+                     ? "device-launchable graphs are not reused"
+                     : "site mode does not reuse executable graphs");
     } else {
         snprintf(reason, sizeof reason, "no released executable graph of this shape and flags");
     }

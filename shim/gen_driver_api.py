@@ -20,7 +20,7 @@ import sys
 ROLES_WITH_WRAPPER = {
     "proc_v1", "proc_v2", "begin", "begin_v1", "end", "query", "op", "alloc",
     "graph_destroy", "exec_destroy", "inst_flags", "inst_params",
-    "inst_legacy", "exec_mutate", "graph_mutate",
+    "inst_legacy", "exec_mutate", "graph_mutate", "graph_user_object",
 }
 ROLES = ROLES_WITH_WRAPPER | {"call"}
 OP_KINDS = {"plain", "kernel", "kernel_ex", "struct", "event_record",
@@ -258,6 +258,7 @@ ROLE_ENUM = {
     "exec_destroy": "EXEC_DESTROY", "inst_flags": "INSTANTIATE",
     "inst_params": "INSTANTIATE", "inst_legacy": "INSTANTIATE",
     "exec_mutate": "EXEC_MUTATE", "graph_mutate": "GRAPH_MUTATE",
+    "graph_user_object": "GRAPH_MUTATE",
 }
 
 
@@ -360,6 +361,9 @@ def wrapper_body(e):
         return "CUresult r = %s;\n    exec_note_mutated(hGraphExec);\n    return r;" % call
     if e.role == "graph_mutate":
         return "graph_note_mutated();\n    return %s;" % call
+    if e.role == "graph_user_object":
+        return ("CUresult r = %s;\n    if (r == CUDA_SUCCESS)\n"
+                "        cache_note_user_object(graph);\n    return r;" % call)
     raise AssertionError(e.role)
 
 

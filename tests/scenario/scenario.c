@@ -259,6 +259,52 @@ static int run_mutate(int iters)
     return 0;
 }
 
+/* User objects attached to some of the graphs: their destructors must run
+ * exactly when the program's destroys release the last references, so
+ * recap may neither keep those graphs nor reuse their executables. */
+static int user_object_destroyed;
+
+static void user_object_destructor(void *data)
+{
+    (void)data;
+    user_object_destroyed = 1;
+}
+
+static int run_user_objects(int iters)
+{
+    struct sc_recipe r;
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        CUuserObject object = NULL;
+        int with_object = it % 3 == 1;
+        recipe_params(&r, it);
+        cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        for (int i = 0; i < r.n; i++)
+            sc_enqueue(&ctx, &r.op[i]);
+        int end = cuStreamEndCapture(ctx.stream[0], &graph);
+        int attach = 0;
+        user_object_destroyed = 0;
+        if (with_object) {
+            attach = cuUserObjectCreate(&object, NULL, user_object_destructor, 1,
+                                        CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+            attach = attach ? attach : (int)cuGraphRetainUserObject(graph, object, 1,
+                                                                    CU_GRAPH_USER_OBJECT_MOVE);
+        }
+        int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
+        cuGraphLaunch(exec, ctx.stream[0]);
+        cuStreamSynchronize(ctx.stream[0]);
+        cuGraphExecDestroy(exec);
+        int after_exec = user_object_destroyed;
+        cuGraphDestroy(graph);
+        int after_graph = user_object_destroyed;
+        printf("it=%d end=%d attach=%d inst=%d object=%d destroyed-after-exec=%d "
+               "destroyed-after-graph=%d sum=%08x\n", it, end, attach, inst, with_object,
+               after_exec, after_graph, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* Device memory runs out while recap holds executable graphs: an
  * allocation that fits without recap must fit with it. */
 static int run_oom(int iters)
@@ -387,6 +433,8 @@ int main(int argc, char **argv)
         rc = run_mutate(iters);
     else if (!strcmp(name, "oom"))
         rc = run_oom(iters);
+    else if (!strcmp(name, "user_objects"))
+        rc = run_user_objects(iters);
     else if (!strcmp(name, "threads"))
         rc = run_threads(iters);
     else

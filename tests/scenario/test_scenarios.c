@@ -385,6 +385,17 @@ Test(scenario, out_of_memory_releases_the_cache)
     sc_done(&o);
 }
 
+Test(scenario, user_objects_are_released_when_the_program_says)
+{
+    struct sc_case c = { .name = "user_objects", .iters = 9 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(strstr(o.base.out, "object=1 destroyed-after-exec=0 destroyed-after-graph=1") != NULL, 1,
+                 "the stand-in runs the destructor at the last release: %s", o.base.out);
+    cr_expect_eq(run_count_lines(o.log, "holds user objects", NULL), 3);
+    sc_done(&o);
+}
+
 /* --- the log of a long run ------------------------------------------------------------ */
 
 Test(scenario, routine_events_are_sampled_and_totals_stay_exact)
