@@ -419,7 +419,14 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
         return NULL;
     }
     *nodes = census.nodes;
-    uint64_t shape = shape_signature(&census);
+    /* A graph captured in another context (another device) never matches:
+     * recapturing into it or updating its executable graph would fail. */
+    CUcontext ctx = NULL;
+    CUresult r = DRV_REAL(cuCtxGetCurrent)(&ctx);
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(site, "cuCtxGetCurrent", r,
+                              "this graph's shape leaves its context out");
+    uint64_t shape = shape_signature(&census) ^ ((uint64_t)(uintptr_t)ctx * 0x9e3779b97f4a7c15ull);
 
     if (cap->journaled && cap->path == PATH_FRESH) {
         char why[200];
