@@ -22,6 +22,7 @@
 #include "shim/handle_map.h"
 #include "shim/runtime.h"
 #include "shim/sites.h"
+#include "shim/user_objects.h"
 
 struct kind_state {
     const char *noun;
@@ -39,7 +40,6 @@ static struct kind_state kinds[CACHE_KINDS] = {
     [CACHE_EXECS] = { .noun = "executable graph", .global_max = CACHE_GLOBAL_MAX_EXECS },
 };
 static uint64_t next_graph_serial = 1;
-static struct hmap graphs_with_user_objects;  /* CUgraph -> (void *)1, until destroyed */
 
 /* --- destroying what recap owns ------------------------------------------------ */
 
@@ -51,15 +51,24 @@ static void entry_free(enum cache_kind k, struct cache_entry *e)
 }
 
 /* Destroys the object of an entry recap owns and frees the entry; a failure
- * is logged, there is nothing else to do about it. Never under cache_lock. */
-static void entry_destroy(enum cache_kind k, struct cache_entry *e)
+ * is logged, there is nothing else to do about it. References to user
+ * objects recap took for an executable graph go back after its last launch
+ * (at once with `wait`). Never under cache_lock. */
+static void entry_destroy_waiting(enum cache_kind k, struct cache_entry *e, int wait)
 {
+    if (k == CACHE_EXECS)
+        uobj_exec_gone((CUgraphExec)e->handle, wait);
     CUresult r = k == CACHE_GRAPHS ? DRV_REAL(cuGraphDestroy)((CUgraph)e->handle)
                                    : DRV_REAL(cuGraphExecDestroy)((CUgraphExec)e->handle);
     if (r != CUDA_SUCCESS)
         event_own_call_failed(e->site, k == CACHE_GRAPHS ? "cuGraphDestroy" : "cuGraphExecDestroy",
                               r, "the object may stay allocated");
     entry_free(k, e);
+}
+
+static void entry_destroy(enum cache_kind k, struct cache_entry *e)
+{
+    entry_destroy_waiting(k, e, 0);
 }
 
 /* Entries evicted under the lock, destroyed after it is dropped. */
@@ -328,34 +337,17 @@ CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
     (void)id;
     if (runtime_passthrough || !graph)
         return DRV_REAL(cuGraphDestroy)(graph);
-    pthread_mutex_lock(&cache_lock);
-    int has_user_objects = hmap_del(&graphs_with_user_objects, graph) != NULL;
-    pthread_mutex_unlock(&cache_lock);
-    return entry_on_destroy(CACHE_GRAPHS, graph, has_user_objects ? never_keep : graph_worth_keeping,
-                            graph_destroy_real);
+    /* A recapture releases a graph's user objects only at its begin:
+     * keeping such a graph would hold them past the program's destroy. */
+    int has_user_objects = uobj_graph_has(graph);
+    CUresult r = entry_on_destroy(CACHE_GRAPHS, graph,
+                                  has_user_objects ? never_keep : graph_worth_keeping,
+                                  graph_destroy_real);
+    if (has_user_objects)
+        uobj_forget_graph(graph);
+    return r;
 }
 
-void cache_note_user_object(CUgraph graph)
-{
-    if (runtime_passthrough)
-        return;
-    pthread_mutex_lock(&cache_lock);
-    if (hmap_put(&graphs_with_user_objects, graph, (void *)1) != 0) {
-        /* Cannot remember it: stop keeping graphs of its site instead. */
-        struct cache_entry *e = hmap_get(&kinds[CACHE_GRAPHS].by_handle, graph);
-        if (e)
-            __atomic_store_n(&e->site->no_recapture, 1, __ATOMIC_RELAXED);
-    }
-    pthread_mutex_unlock(&cache_lock);
-}
-
-int cache_graph_has_user_objects(CUgraph graph)
-{
-    pthread_mutex_lock(&cache_lock);
-    int has = hmap_get(&graphs_with_user_objects, graph) != NULL;
-    pthread_mutex_unlock(&cache_lock);
-    return has;
-}
 
 /* --- executable graphs ------------------------------------------------------------- */
 
@@ -462,9 +454,11 @@ int cache_release_for_oom(void)
     for (int k = 0; k < CACHE_KINDS; k++) {
         for (struct cache_entry *e = lists[k], *next; e; e = next) {
             next = e->newer;
-            entry_destroy((enum cache_kind)k, e);
+            /* Memory is short: give user-object references back now. */
+            entry_destroy_waiting((enum cache_kind)k, e, 1);
         }
     }
+    uobj_settle_all();
     if (n)
         event_warning(NULL, "device memory exhausted: released %d cached graphs and "
                             "executable graphs, retrying the allocation", n);
@@ -485,7 +479,6 @@ void cache_after_fork_child(void)
      * calling the driver. TAKEN entries belong to captures, which the
      * capture module dropped first. */
     pthread_mutex_init(&cache_lock, NULL);
-    hmap_clear(&graphs_with_user_objects);
     for (int k = 0; k < CACHE_KINDS; k++) {
         struct kind_state *ks = &kinds[k];
         for (size_t i = 0; i < ks->by_handle.cap; i++)

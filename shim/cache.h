@@ -136,17 +136,6 @@ CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec);
  * parameters no longer holds. */
 void exec_note_mutated(CUgraphExec exec);
 
-/* --- user objects --- */
-
-/* The program attached a user object to `graph` (perhaps while it is being
- * captured). Such a graph is not kept when destroyed and its executable
- * graphs are not reused: the objects' destructors must run when the
- * program's own destroys release the last references. */
-void cache_note_user_object(CUgraph graph);
-
-/* Whether the program attached user objects to `graph`. */
-int cache_graph_has_user_objects(CUgraph graph);
-
 /* --- memory pressure, fork --- */
 
 /* Destroys every released object. Returns how many there were, so an

@@ -10,5 +10,7 @@
 #include "shim/driver.h"
 #include "shim/exec_reuse.h"
 #include "shim/interpose.h"
+#include "shim/runtime.h"
+#include "shim/user_objects.h"
 
 #endif

@@ -18,6 +18,7 @@
 #include "shim/runtime.h"
 #include "shim/shape.h"
 #include "shim/sites.h"
+#include "shim/user_objects.h"
 
 static unsigned long graph_mutation_epoch;
 
@@ -216,6 +217,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
 {
     if (runtime_passthrough || !rq->ph_exec)
         return instantiate_real(rq);
+    uobj_collect();
     struct graph_rec *g = cache_graph_held(rq->graph);
     if (!g)
         return instantiate_real(rq);
@@ -230,9 +232,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     double t0 = runtime_now_us();
     char reason[200] = "";
     const char *how = "new";
-    int user_objects = cache_graph_has_user_objects(rq->graph);
-    int reusable = site_reuses_execs(site) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) &&
-                   !user_objects;
+    int reusable = site_reuses_execs(site) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
 
     int update_failed = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
@@ -247,8 +247,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         }
     } else if (!reusable) {
         snprintf(reason, sizeof reason, "%s",
-                 user_objects ? "the graph holds user objects: its executable graphs are not reused"
-                 : (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
+                 (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
                      ? "device-launchable graphs are not reused"
                      : "site mode does not reuse executable graphs");
     } else {
@@ -256,6 +255,20 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     }
 
     CUresult r;
+    if (e) {
+        /* The executable graph now reflects this graph: the user objects of
+         * the graph it reflected before go back after its last launch, and
+         * this graph's are kept alive on its behalf. */
+        uobj_exec_retire(exec_rec_exec(e), 0);
+        if (uobj_exec_adopt(exec_rec_exec(e), rq->graph) != 0) {
+            cache_exec_discard(e);
+            e = NULL;
+            how = "new";
+            update_failed = 1;
+            snprintf(reason, sizeof reason, "could not keep the graph's user objects alive "
+                                            "for a reused executable graph");
+        }
+    }
     if (e) {
         e->synced_serial = g->serial;
         e->synced_version = g->version;

@@ -277,6 +277,9 @@ int journal_can_copy(enum drv_id id, const union drv_args *args, const char **wh
     case DRV_OP_ALLOC:
         *why = "memory allocation or free nodes (the program holds their addresses)";
         return 0;
+    case DRV_OP_LAUNCH:
+        *why = "a graph launch inside the capture (a child graph)";
+        return 0;
     default:
         snprintf(opaque_why, sizeof opaque_why, "%s, whose arguments recap cannot copy",
                  drv_table[id].symbol);

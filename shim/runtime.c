@@ -23,6 +23,7 @@
 #include "shim/jlog.h"
 #include "shim/runtime.h"
 #include "shim/sites.h"
+#include "shim/user_objects.h"
 
 extern char **environ;
 
@@ -64,6 +65,7 @@ static void runtime_after_fork_child(void)
     drv_after_fork_child();
     capture_after_fork_child();
     cache_after_fork_child();
+    uobj_after_fork_child();
     sites_after_fork_child();
     jlog_after_fork_child();
     event_after_fork_child();

@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 SCENARIOS = ["params", "delta", "nochange", "fork_join", "alternate", "variants",
-             "extra_args", "topo_mid"]
+             "extra_args", "topo_mid", "user_objects"]
 INJECTED = 999          # CUDA_ERROR_UNKNOWN
 ITERATIONS = "8"
 

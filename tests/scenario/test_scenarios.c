@@ -385,14 +385,25 @@ Test(scenario, out_of_memory_releases_the_cache)
     sc_done(&o);
 }
 
-Test(scenario, user_objects_are_released_when_the_program_says)
+Test(scenario, user_objects_outlive_the_work_and_are_all_destroyed)
 {
-    struct sc_case c = { .name = "user_objects", .iters = 9 };
+    struct sc_case c = { .name = "user_objects", .iters = 12, .driver = "13000",
+                         .env = { "SCENARIO_DRAIN=1" } };
     struct sc_outcome o;
     sc_compare(&c, &o);
-    cr_expect_eq(strstr(o.base.out, "object=1 destroyed-after-exec=0 destroyed-after-graph=1") != NULL, 1,
-                 "the stand-in runs the destructor at the last release: %s", o.base.out);
-    cr_expect_eq(run_count_lines(o.log, "holds user objects", NULL), 3);
+    cr_expect_neq(strstr(o.recap.out, "user objects destroyed: 8 of 8"), NULL, "%s", o.recap.out);
+    /* The executable graph is reused all the same. */
+    cr_expect_eq(run_log_total(o.log, "update"), 11);
+    sc_done(&o);
+}
+
+Test(scenario, graphs_with_user_objects_are_not_kept_for_recapture)
+{
+    struct sc_case c = { .name = "user_objects", .iters = 12, .env = { "SCENARIO_DRAIN=1" } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_neq(strstr(o.recap.out, "user objects destroyed: 8 of 8"), NULL, "%s", o.recap.out);
+    cr_expect_lt(run_log_total(o.log, "recaptured"), 12);
     sc_done(&o);
 }
 
