@@ -130,6 +130,34 @@ static int may_end_here(const struct capture *cap)
     return cap->mode == CU_STREAM_CAPTURE_MODE_RELAXED || pthread_equal(pthread_self(), cap->owner);
 }
 
+/* The recapture is over (ended, or its end returned 918): destroys its
+ * graph, undefined after a failure, exactly once; begins a plain capture on
+ * the origin stream and replays the journal into it. Returns the begin's
+ * result. Caller holds cap->lock. */
+static CUresult restart_as_plain(struct capture *cap)
+{
+    cache_graph_discard(cap->target);
+    cap->target = NULL;
+    forget_changes(cap);
+    cap->path = PATH_FALLBACK;
+
+    CUresult r = DRV_REAL(cuStreamBeginCapture_v2)(cap->origin.real, cap->mode);
+    if (r != CUDA_SUCCESS) {
+        event_error(cap->site, "after a failed recapture, the plain capture could not begin (%s); "
+                               "the program's capture is lost", drv_result_name(r));
+        return r;
+    }
+    if (!cap->journal.replayable)
+        event_error(cap->site, "after a failed recapture the journal could not be replayed in "
+                               "full (%s): the graph may lack work", cap->journal.why_not);
+    size_t failed_at = 0;
+    CUresult replay = journal_replay(&cap->journal, &failed_at);
+    if (replay != CUDA_SUCCESS)
+        event_error(cap->site, "replaying call %zu (%s) of the journal failed: %s", failed_at,
+                    drv_table[cap->journal.ops[failed_at].id].symbol, drv_result_name(replay));
+    return CUDA_SUCCESS;
+}
+
 /* Turns a live (or failed) recapture into a plain capture holding the same
  * work. Caller holds cap->lock. Where the capture may not be ended from
  * this thread (global and thread-local modes), the switch waits for the
@@ -153,25 +181,7 @@ static void fall_back(struct capture *cap, const char *reason)
          * recap's doing, so recap destroys it. */
         DRV_REAL(cuGraphDestroy)(dead);
     }
-    cache_graph_discard(cap->target);      /* undefined after a failure: once */
-    cap->target = NULL;
-    forget_changes(cap);
-    cap->path = PATH_FALLBACK;
-
-    CUresult r = DRV_REAL(cuStreamBeginCapture_v2)(cap->origin.real, cap->mode);
-    if (r != CUDA_SUCCESS) {
-        event_error(cap->site, "after a failed recapture, the plain capture could not begin (%s); "
-                               "the program's capture is lost", drv_result_name(r));
-        return;
-    }
-    if (!cap->journal.replayable)
-        event_error(cap->site, "after a failed recapture the journal could not be replayed in "
-                               "full (%s): the graph may lack work", cap->journal.why_not);
-    size_t failed_at = 0;
-    r = journal_replay(&cap->journal, &failed_at);
-    if (r != CUDA_SUCCESS)
-        event_error(cap->site, "replaying call %zu (%s) of the journal failed: %s", failed_at,
-                    drv_table[cap->journal.ops[failed_at].id].symbol, drv_result_name(r));
+    restart_as_plain(cap);
 }
 
 /* --- membership ------------------------------------------------------------------ */
@@ -515,27 +525,9 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
  * its place now, and its end is what the program gets. */
 static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *graph)
 {
-    /* The failed capture is over (the end returned); fall_back() would end
-     * it again, so do its remaining steps here. */
-    cache_graph_discard(cap->target);
-    cap->target = NULL;
-    forget_changes(cap);
-    cap->path = PATH_FALLBACK;
     snprintf(cap->reason, sizeof cap->reason, "recapture failed at end");
-    CUresult r = DRV_REAL(cuStreamBeginCapture_v2)(cap->origin.real, cap->mode);
-    if (r != CUDA_SUCCESS) {
-        event_error(cap->site, "after a failed recapture, the plain capture could not begin (%s)",
-                    drv_result_name(r));
+    if (restart_as_plain(cap) != CUDA_SUCCESS)
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    }
-    size_t failed_at = 0;
-    if (!cap->journal.replayable)
-        event_error(cap->site, "the journal of the failed recapture is incomplete (%s)",
-                    cap->journal.why_not);
-    r = journal_replay(&cap->journal, &failed_at);
-    if (r != CUDA_SUCCESS)
-        event_error(cap->site, "replaying call %zu of the journal failed: %s", failed_at,
-                    drv_result_name(r));
     return end_real(id, cap->origin.real, graph);
 }
 

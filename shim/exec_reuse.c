@@ -131,10 +131,11 @@ static CUresult apply_changed_node(CUgraphExec exec, const struct changed_node *
 #undef STEP
 }
 
-enum sync_how { SYNC_REUSE, SYNC_DELTA, SYNC_UPDATE };
+/* How an instantiation was served. */
+enum inst_how { HOW_NEW, HOW_REUSE, HOW_DELTA, HOW_UPDATE };
 
-static const char *const how_names[] = { [SYNC_REUSE] = "reuse", [SYNC_DELTA] = "delta",
-                                         [SYNC_UPDATE] = "update" };
+static const char *const how_names[] = { [HOW_NEW] = "new", [HOW_REUSE] = "reuse",
+                                         [HOW_DELTA] = "delta", [HOW_UPDATE] = "update" };
 
 /* Whether the recapture's change list alone brings `e` up to `g`. */
 static int delta_applies(const struct exec_rec *e, const struct graph_rec *g)
@@ -146,13 +147,13 @@ static int delta_applies(const struct exec_rec *e, const struct graph_rec *g)
 
 /* Brings a TAKEN executable graph up to the program's graph. Returns 0 and
  * how, or -1 with the reason when the executable graph cannot be used. */
-static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum sync_how *how,
+static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how,
                      char *why, size_t len)
 {
     if (delta_applies(e, g)) {
         size_t k = g->nchanged;
         if (k == 0) {
-            *how = SYNC_REUSE;
+            *how = HOW_REUSE;
             return 0;
         }
         if (g->nodes > 0 && k * 100 <= (size_t)g->nodes * EXEC_DELTA_MAX_PERCENT) {
@@ -162,7 +163,7 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum sync_how *how
             for (size_t i = 0; i < k && r == CUDA_SUCCESS; i++)
                 r = apply_changed_node(exec_rec_exec(e), &g->changed[i], ctx, &failed);
             if (r == CUDA_SUCCESS) {
-                *how = SYNC_DELTA;
+                *how = HOW_DELTA;
                 return 0;
             }
             /* Partly applied: the whole update below rewrites every node. */
@@ -172,7 +173,7 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum sync_how *how
     CUgraphExecUpdateResultInfo info = { 0 };
     CUresult r = DRV_REAL(cuGraphExecUpdate_v2)(exec_rec_exec(e), graph_rec_graph(g), &info);
     if (r == CUDA_SUCCESS) {
-        *how = SYNC_UPDATE;
+        *how = HOW_UPDATE;
         return 0;
     }
     snprintf(why, len, "cuGraphExecUpdate_v2 failed: %s (update result %d); instantiated anew",
@@ -188,26 +189,26 @@ static int site_reuses_execs(const struct site *site)
 }
 
 /* Counts an instantiation; returns whether its event is worth writing. */
-static int count_instantiation(struct site *site, const char *how, const char *reason,
+static int count_instantiation(struct site *site, enum inst_how how, const char *reason,
                                int update_failed, double us)
 {
+    struct site_counters *c = &site->count;
     pthread_mutex_lock(&site->lock);
-    site->count.instantiations++;
-    site->count.update_failures += update_failed;
-    if (how[0] == 'n') {
-        site->count.how_new++;
-        site->count.inst_new_us += us;
-    } else {
-        site->count.reused++;
-        site->count.reuse_us += us;
-        if (how[0] == 'u')
-            site->count.how_update++;
-        else if (how[0] == 'd')
-            site->count.how_delta++;
-        else
-            site->count.how_reuse++;
+    c->instantiations++;
+    c->update_failures += update_failed;
+    switch (how) {
+    case HOW_NEW: c->how_new++; break;
+    case HOW_UPDATE: c->how_update++; break;
+    case HOW_DELTA: c->how_delta++; break;
+    case HOW_REUSE: c->how_reuse++; break;
     }
-    int write = event_worth_writing(&site->last_instantiate_key, how, reason,
+    if (how == HOW_NEW) {
+        c->inst_new_us += us;
+    } else {
+        c->reused++;
+        c->reuse_us += us;
+    }
+    int write = event_worth_writing(&site->last_instantiate_key, how_names[how], reason,
                                     ++site->instantiate_seq, update_failed);
     pthread_mutex_unlock(&site->lock);
     return write;
@@ -231,16 +232,14 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
 
     double t0 = runtime_now_us();
     char reason[200] = "";
-    const char *how = "new";
+    enum inst_how how = HOW_NEW;
     int reusable = site_reuses_execs(site) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
 
     int update_failed = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
     if (e) {
-        enum sync_how sync;
-        if (sync_exec(e, g, &sync, reason, sizeof reason) == 0) {
-            how = how_names[sync];
-        } else {
+        if (sync_exec(e, g, &how, reason, sizeof reason) != 0) {
+            how = HOW_NEW;
             cache_exec_discard(e);
             e = NULL;
             update_failed = 1;
@@ -263,7 +262,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         if (uobj_exec_adopt(exec_rec_exec(e), rq->graph) != 0) {
             cache_exec_discard(e);
             e = NULL;
-            how = "new";
+            how = HOW_NEW;
             update_failed = 1;
             snprintf(reason, sizeof reason, "could not keep the graph's user objects alive "
                                             "for a reused executable graph");
@@ -282,7 +281,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
             snprintf(reason, sizeof reason, "upload of a reused executable graph failed: %s",
                      drv_result_name(r));
             e = NULL;
-            how = "new";
+            how = HOW_NEW;
             update_failed = 1;
         }
     }
@@ -303,6 +302,6 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     double us = runtime_now_us() - t0;
     const char *why = reason[0] ? reason : NULL;
     int write = count_instantiation(site, how, why, update_failed, us);
-    event_instantiate(site, seq, how, why, us, write);
+    event_instantiate(site, seq, how_names[how], why, us, write);
     return CUDA_SUCCESS;
 }

@@ -21,6 +21,7 @@
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/jlog.h"
+#include "shim/kparams.h"
 #include "shim/runtime.h"
 #include "shim/sites.h"
 #include "shim/user_objects.h"
@@ -66,6 +67,7 @@ static void runtime_after_fork_child(void)
     capture_after_fork_child();
     cache_after_fork_child();
     uobj_after_fork_child();
+    kparams_after_fork_child();
     sites_after_fork_child();
     jlog_after_fork_child();
     event_after_fork_child();
