@@ -401,7 +401,8 @@ void cache_exec_discard(struct exec_rec *rec)
 static int exec_worth_keeping(const struct cache_entry *e)
 {
     enum recap_mode m = e->site->policy.mode;
-    return m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE;
+    return (m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE) &&
+           !__atomic_load_n(&e->site->no_exec_reuse, __ATOMIC_RELAXED);
 }
 
 static CUresult exec_destroy_real(const void *handle)

@@ -32,6 +32,27 @@ static const char *const path_names[] = {
     [PATH_RECAPTURE] = "recapture", [PATH_FALLBACK] = "fallback",
 };
 
+/* --- reasons --------------------------------------------------------------------- */
+
+/* Copies a reason without the cost of formatting: the decision is made on
+ * every capture begin. */
+static void set_reason(struct capture *cap, const char *text)
+{
+    size_t n = strlen(text);
+    if (n >= sizeof cap->reason)
+        n = sizeof cap->reason - 1;
+    memcpy(cap->reason, text, n);
+    cap->reason[n] = '\0';
+}
+
+static pthread_once_t no_api_reason_once = PTHREAD_ONCE_INIT;
+static char no_api_reason[64];
+
+static void format_no_api_reason(void)
+{
+    snprintf(no_api_reason, sizeof no_api_reason, "driver %d has no recapture API", drv_caps.version);
+}
+
 /* --- driver calls recap makes on the capture's streams ------------------------ */
 
 static CUresult begin_plain(enum drv_id id, CUstream stream, CUstreamCaptureMode mode)
@@ -167,7 +188,7 @@ static void fall_back(struct capture *cap, const char *reason)
     if (cap->path != PATH_RECAPTURE)
         return;
     if (!cap->fallback_pending)
-        snprintf(cap->reason, sizeof cap->reason, "%s", reason);
+        set_reason(cap, reason);
     if (!may_end_here(cap)) {
         cap->fallback_pending = 1;
         return;
@@ -320,35 +341,36 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
 
     if (mode == RECAP_MODE_OBSERVE || mode == RECAP_MODE_OFF) {
         cap->path = PATH_OBSERVE;
-        snprintf(cap->reason, sizeof cap->reason, "site observed only");
+        set_reason(cap, "site observed only");
         return NULL;
     }
     cap->path = PATH_FRESH;
     if (mode == RECAP_MODE_UPDATE) {
-        snprintf(cap->reason, sizeof cap->reason, "mode update: executable reuse only");
+        set_reason(cap, "mode update: executable reuse only");
         return NULL;
     }
     if (!drv_caps.recapture_begin) {
-        snprintf(cap->reason, sizeof cap->reason, "driver %d has no recapture API", drv_caps.version);
+        pthread_once(&no_api_reason_once, format_no_api_reason);
+        set_reason(cap, no_api_reason);
         return NULL;
     }
     if (id == DRV_cuStreamBeginCapture || id == DRV_cuStreamBeginCapture_ptsz) {
-        snprintf(cap->reason, sizeof cap->reason, "legacy cuStreamBeginCapture has no capture mode");
+        set_reason(cap, "legacy cuStreamBeginCapture has no capture mode");
         return NULL;
     }
     if (site->no_recapture) {
-        snprintf(cap->reason, sizeof cap->reason, "%s", site->no_recapture_reason);
+        set_reason(cap, site->no_recapture_reason);
         return NULL;
     }
     cap->journaled = 1;
     if (!site->journal_verified) {
-        snprintf(cap->reason, sizeof cap->reason, "first capture at this site");
+        set_reason(cap, "first capture at this site");
         return NULL;
     }
     uint64_t predicted = predict_next(&site->shapes, site->policy.max_graphs);
     struct graph_rec *target = predicted ? cache_take_graph(site, predicted) : NULL;
     if (!target)
-        snprintf(cap->reason, sizeof cap->reason, "no released graph of the predicted shape");
+        set_reason(cap, "no released graph of the predicted shape");
     return target;
 }
 
@@ -420,7 +442,9 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
 {
     struct site *site = cap->site;
     struct graph_census census;
-    int with_types = cap->journaled;
+    /* Wherever recapture is possible the census reads node types, for every
+     * capture alike, so one site's shapes stay comparable. */
+    int with_types = drv_caps.recapture_begin != NULL && cap->path != PATH_OBSERVE;
 
     if (shape_census(graph, with_types, &census) != 0) {
         *nodes = -1;
@@ -525,7 +549,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
  * its place now, and its end is what the program gets. */
 static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *graph)
 {
-    snprintf(cap->reason, sizeof cap->reason, "recapture failed at end");
+    set_reason(cap, "recapture failed at end");
     if (restart_as_plain(cap) != CUDA_SUCCESS)
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     return end_real(id, cap->origin.real, graph);

@@ -183,9 +183,15 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how
 
 /* --- the hook ----------------------------------------------------------------------- */
 
+/* After this many executable updates failing in a row at a site (graphs
+ * whose memory nodes change, say), the site instantiates as asked: each
+ * failed attempt costs an update on top of the instantiation. */
+#define EXEC_REUSE_MAX_FAILURES_IN_ROW 3
+
 static int site_reuses_execs(const struct site *site)
 {
-    return site->policy.mode == RECAP_MODE_AUTO || site->policy.mode == RECAP_MODE_UPDATE;
+    return (site->policy.mode == RECAP_MODE_AUTO || site->policy.mode == RECAP_MODE_UPDATE) &&
+           !__atomic_load_n(&site->no_exec_reuse, __ATOMIC_RELAXED);
 }
 
 /* Counts an instantiation; returns whether its event is worth writing. */
@@ -193,9 +199,14 @@ static int count_instantiation(struct site *site, enum inst_how how, const char 
                                int update_failed, double us)
 {
     struct site_counters *c = &site->count;
+    int give_up = 0;
     pthread_mutex_lock(&site->lock);
     c->instantiations++;
     c->update_failures += update_failed;
+    if (how != HOW_NEW)
+        site->update_failures_in_row = 0;
+    else if (update_failed && ++site->update_failures_in_row == EXEC_REUSE_MAX_FAILURES_IN_ROW)
+        give_up = 1;
     switch (how) {
     case HOW_NEW: c->how_new++; break;
     case HOW_UPDATE: c->how_update++; break;
@@ -211,6 +222,11 @@ static int count_instantiation(struct site *site, enum inst_how how, const char 
     int write = event_worth_writing(&site->last_instantiate_key, how_names[how], reason,
                                     ++site->instantiate_seq, update_failed);
     pthread_mutex_unlock(&site->lock);
+    if (give_up) {
+        __atomic_store_n(&site->no_exec_reuse, 1, __ATOMIC_RELAXED);
+        event_warning(site, "executable graphs no longer reused: %d updates in a row failed (%s)",
+                      EXEC_REUSE_MAX_FAILURES_IN_ROW, reason ? reason : "no reason given");
+    }
     return write;
 }
 
@@ -248,7 +264,8 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         snprintf(reason, sizeof reason, "%s",
                  (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
                      ? "device-launchable graphs are not reused"
-                     : "site mode does not reuse executable graphs");
+                 : site->no_exec_reuse ? "executable updates kept failing at this site"
+                                       : "site mode does not reuse executable graphs");
     } else {
         snprintf(reason, sizeof reason, "no released executable graph of this shape and flags");
     }

@@ -47,6 +47,8 @@ struct site {
     uint64_t last_capture_key;          /* path+reason of the last capture event */
     uint64_t last_instantiate_key;      /* how+reason of the last instantiate event */
     unsigned long instantiate_seq;      /* instantiations so far */
+    int update_failures_in_row;         /* executable updates that failed in a row */
+    int no_exec_reuse;                  /* they kept failing: instantiate as asked */
     int n_released[CACHE_KINDS];        /* released objects per kind, under cache_lock */
 };
 

@@ -331,6 +331,39 @@ static int run_oom(int iters)
     return 0;
 }
 
+/* Memory allocated and freed inside the capture: the program holds the
+ * allocation's address, so such a graph can never be rebuilt from a
+ * journal, and recap must leave the site's captures plain. */
+static int run_alloc_nodes(int iters)
+{
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        CUdeviceptr scratch = 0;
+        float a = 1.0f + (float)it;
+        int n = SC_N;
+        void *params[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
+        int rc = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        rc = rc * 10 + (int)cuMemAllocAsync(&scratch, SC_N * sizeof(float), ctx.stream[0]);
+        rc = rc * 10 + (int)cuMemsetD32Async(scratch, (unsigned)it, SC_N, ctx.stream[0]);
+        rc = rc * 10 + (int)cuLaunchKernel(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[0],
+                                           params, NULL);
+        rc = rc * 10 + (int)cuMemcpyDtoDAsync(ctx.buf[2], scratch, SC_N * sizeof(float), ctx.stream[0]);
+        rc = rc * 10 + (int)cuMemFreeAsync(scratch, ctx.stream[0]);
+        rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        if (exec) {
+            cuGraphLaunch(exec, ctx.stream[0]);
+            cuStreamSynchronize(ctx.stream[0]);
+            cuGraphExecDestroy(exec);
+        }
+        if (graph)
+            cuGraphDestroy(graph);
+        printf("it=%d rc=%d inst=%d sum=%08x\n", it, rc, inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* --- many threads at many sites ------------------------------------------------------ */
 
 struct worker {
@@ -441,6 +474,8 @@ int main(int argc, char **argv)
         rc = run_oom(iters);
     else if (!strcmp(name, "user_objects"))
         rc = run_user_objects(iters);
+    else if (!strcmp(name, "alloc_nodes"))
+        rc = run_alloc_nodes(iters);
     else if (!strcmp(name, "threads"))
         rc = run_threads(iters);
     else

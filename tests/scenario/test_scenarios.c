@@ -407,6 +407,20 @@ Test(scenario, graphs_with_user_objects_are_not_kept_for_recapture)
     sc_done(&o);
 }
 
+Test(scenario, memory_nodes_keep_a_site_from_recapture_with_the_reason_once)
+{
+    struct sc_case c = { .name = "alloc_nodes", .iters = 8 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_log_total(o.log, "captures"), 8);
+    cr_expect_eq(run_log_total(o.log, "recaptured"), 0);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "site not recaptured",
+                                 "memory allocation", NULL), 1);
+    /* Executable updates keep failing on such graphs: recap stops trying. */
+    cr_expect_leq(run_log_total(o.log, "update_failures"), 3);
+    sc_done(&o);
+}
+
 /* --- the log of a long run ------------------------------------------------------------ */
 
 Test(scenario, routine_events_are_sampled_and_totals_stay_exact)
