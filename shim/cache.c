@@ -466,14 +466,6 @@ int cache_release_for_oom(void)
     return n;
 }
 
-void cache_counts(int *graphs, int *execs)
-{
-    pthread_mutex_lock(&cache_lock);
-    *graphs = kinds[CACHE_GRAPHS].released;
-    *execs = kinds[CACHE_EXECS].released;
-    pthread_mutex_unlock(&cache_lock);
-}
-
 void cache_after_fork_child(void)
 {
     /* The child cannot use the parent's CUDA objects: forget them without

@@ -142,9 +142,6 @@ void exec_note_mutated(CUgraphExec exec);
  * allocation that failed for memory is retried only when that can help. */
 int cache_release_for_oom(void);
 
-/* Released objects currently held: graphs and executable graphs. */
-void cache_counts(int *graphs, int *execs);
-
 void cache_after_fork_child(void);
 
 #endif

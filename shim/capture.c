@@ -609,8 +609,3 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
     ctab_release(cap);
     return r;
 }
-
-void capture_after_fork_child(void)
-{
-    ctab_after_fork_child();
-}

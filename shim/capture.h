@@ -28,6 +28,4 @@ CUresult capture_on_end(enum drv_id id, CUstream hStream, CUgraph *phGraph);
  * only while some journaled capture is active. */
 CUresult capture_on_op(enum drv_id id, union drv_args *args);
 
-void capture_after_fork_child(void);
-
 #endif

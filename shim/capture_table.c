@@ -121,14 +121,6 @@ struct capture *ctab_find_origin(const void *key)
     return find(match_origin, key);
 }
 
-int ctab_is_member(struct capture *cap, const void *key)
-{
-    pthread_mutex_lock(&captures_lock);
-    int member = match_member(cap, key);
-    pthread_mutex_unlock(&captures_lock);
-    return member;
-}
-
 void ctab_add_member(struct capture *cap, const void *key)
 {
     pthread_mutex_lock(&captures_lock);

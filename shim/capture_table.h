@@ -96,7 +96,6 @@ struct capture *ctab_find_event(CUevent event);
 struct capture *ctab_find_origin(const void *key);
 
 /* Membership updates (caller holds cap->lock). */
-int ctab_is_member(struct capture *cap, const void *key);
 void ctab_add_member(struct capture *cap, const void *key);
 void ctab_add_event(struct capture *cap, CUevent event);
 

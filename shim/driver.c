@@ -153,9 +153,6 @@ static void *open_libcuda(void)
             dlclose(h);
             continue;
         }
-        Dl_info info;
-        if (dladdr(probe ? probe : libc_dlsym_fn(h, "cuGetProcAddress_v2"), &info) && info.dli_fname)
-            snprintf(drv_caps.path, sizeof drv_caps.path, "%s", info.dli_fname);
         return h;
     }
     if (!drv_caps.problem[0])

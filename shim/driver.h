@@ -29,7 +29,6 @@ struct drv_caps {
     int usable;                /* libcuda found and it is not recap itself */
     int version;               /* cuDriverGetVersion, 0 if unknown */
     drv_recapture_begin_fn recapture_begin;   /* NULL before 13.3 */
-    char path[256];            /* where libcuda was found */
     CUresult version_error;    /* cuDriverGetVersion's failure, if any */
     CUresult probe_error;      /* cuGetProcAddress's failure asking for the recapture API */
     char problem[256];         /* why not usable, "" otherwise */

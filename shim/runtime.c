@@ -64,7 +64,7 @@ static void runtime_after_fork_child(void)
 {
     /* Order matters: captures refer to sites and cached records. */
     drv_after_fork_child();
-    capture_after_fork_child();
+    ctab_after_fork_child();
     cache_after_fork_child();
     uobj_after_fork_child();
     kparams_after_fork_child();
