@@ -15,6 +15,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'support'))
+from preload import preloadable  # noqa: E402
+
 SCRIPT = os.environ['RECAP_SCRIPT']
 FAKE_LIB = os.environ['RECAP_FAKE_LIB']
 FAKE_OTHER = os.environ['RECAP_FAKE_OTHER']
@@ -112,7 +115,7 @@ class Run(Base):
                                                         'logs/r-%r.jsonl'))
         self.assertEqual(os.path.realpath(got['RECAP_CONFIG']), os.path.realpath(conf))
         self.assertEqual(got['RECAP_VERBOSE'], '1')
-        self.assertEqual(got['LD_PRELOAD'], os.path.abspath(FAKE_LIB))
+        self.assertEqual(os.path.realpath(got['LD_PRELOAD']), os.path.realpath(FAKE_LIB))
 
     def test_nothing_set_unless_asked(self):
         got = self.run_env()
@@ -121,8 +124,14 @@ class Run(Base):
         self.assertEqual(got['RECAP_LOG'], 'stderr')
 
     def test_existing_preload_kept_after_ours(self):
-        got = self.run_env(env={'LD_PRELOAD': FAKE_OTHER + ' ' + FAKE_LIB})
-        self.assertEqual(got['LD_PRELOAD'].split(':'), [os.path.abspath(FAKE_LIB), FAKE_OTHER])
+        # Our library already named there is not named twice (only where its
+        # path can be named in LD_PRELOAD at all).
+        other = preloadable(FAKE_OTHER)
+        again = '' if preloadable(FAKE_LIB) != FAKE_LIB else ' ' + FAKE_LIB
+        got = self.run_env(env={'LD_PRELOAD': other + again})
+        ours, *rest = got['LD_PRELOAD'].split(':')
+        self.assertEqual(os.path.realpath(ours), os.path.realpath(FAKE_LIB))
+        self.assertEqual(rest, [other])
 
     def test_program_arguments_untouched_and_status_passed_on(self):
         r = recap('run', '--library', FAKE_LIB, '--', sys.executable, '-c',
@@ -166,6 +175,60 @@ class Run(Base):
         r = recap('run', '--', sys.executable, '-c', SHOW_ENV, script=script)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)['LD_PRELOAD'], os.path.realpath(lib))
+
+    # A library below a path with a space and a colon: the dynamic loader
+    # would split LD_PRELOAD there and run the program without it.
+    MAPPED = ('import os, sys; print(json.dumps([os.environ["LD_PRELOAD"], '
+              'sys.argv[1] in open("/proc/self/maps").read()]))')
+
+    def odd_library(self):
+        folder = os.path.join(self.dir, 'a b:c')
+        os.makedirs(folder)
+        lib = os.path.join(folder, 'librecap.so')
+        shutil.copy(FAKE_LIB, lib)
+        return lib
+
+    def test_library_below_a_path_with_space_and_colon_is_preloaded(self):
+        lib = self.odd_library()
+        runtime = os.path.join(self.dir, 'runtime')
+        os.mkdir(runtime, 0o700)
+        for attempt in range(2):          # the second run reuses the link
+            r = recap('run', '--library', lib, '--', sys.executable, '-c',
+                      'import json; ' + self.MAPPED, os.path.realpath(lib),
+                      env={'XDG_RUNTIME_DIR': runtime, 'LD_PRELOAD': preloadable(FAKE_OTHER)})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            preload, loaded = json.loads(r.stdout)
+            first, *rest = preload.split(':')
+            self.assertEqual(rest, [preloadable(FAKE_OTHER)])
+            self.assertFalse(any(c in first for c in ' \t\n'), first)
+            self.assertEqual(os.path.dirname(first),
+                             os.path.join(runtime, f'recap-preload-{os.getuid()}'))
+            self.assertEqual(os.path.realpath(first), os.path.realpath(lib))
+            self.assertTrue(loaded, 'the library was not preloaded')
+        folder = os.path.dirname(first)
+        self.assertEqual(os.stat(folder).st_mode & 0o777, 0o700)
+        self.assertEqual(len(os.listdir(folder)), 1)
+
+    def test_unsafe_link_folder_refused_and_program_not_run(self):
+        lib = self.odd_library()
+        for make in ('writable', 'symlink', 'file'):
+            runtime = os.path.join(self.dir, 'runtime-' + make)
+            os.mkdir(runtime, 0o700)
+            folder = os.path.join(runtime, f'recap-preload-{os.getuid()}')
+            if make == 'writable':
+                os.mkdir(folder)
+                os.chmod(folder, 0o777)
+            elif make == 'symlink':
+                os.symlink(self.dir, folder)
+            else:
+                open(folder, 'w').close()
+            r = recap('run', '--library', lib, '--', sys.executable, '-c', 'print("ran")',
+                      env={'XDG_RUNTIME_DIR': runtime})
+            self.assertEqual(r.returncode, 2, make)
+            self.assertEqual(r.stdout, '', make)
+            self.assertIn(f'recap: cannot preload {lib}: the dynamic loader splits LD_PRELOAD',
+                          r.stderr)
+            self.assertIn(folder, r.stderr)
 
 
 def two_rank_logs(t):

@@ -21,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from preload import preload_value  # noqa: E402
+
 SCENARIOS = ["params", "delta", "nochange", "fork_join", "alternate", "variants",
              "extra_args", "topo_mid", "user_objects"]
 INJECTED = 999          # CUDA_ERROR_UNKNOWN
@@ -34,8 +37,8 @@ def environment(tmp, recap, extra):
     env["STANDIN_DRIVER_VERSION"] = "13030"
     env["STANDIN_REPORT"] = os.path.join(tmp, "report.json")
     if recap:
-        prefix = os.environ.get("RECAP_TEST_PRELOAD_PREFIX", "")
-        env["LD_PRELOAD"] = (prefix + " " if prefix else "") + os.environ["RECAP_LIB"]
+        env["LD_PRELOAD"] = preload_value(os.environ.get("RECAP_TEST_PRELOAD_PREFIX", ""),
+                                          os.environ["RECAP_LIB"])
         env["RECAP_LOG"] = os.path.join(tmp, "recap.jsonl")
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
             if k in os.environ:

@@ -15,6 +15,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from preload import preload_value  # noqa: E402
+
 ITERATIONS = os.environ.get("HELGRIND_ITERATIONS", "1000")
 
 
@@ -34,7 +37,7 @@ def main():
                            text=True, timeout=600)
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "recap.jsonl")
-        env_recap = dict(env, LD_PRELOAD=os.environ["RECAP_LIB"], RECAP_LOG=log)
+        env_recap = dict(env, LD_PRELOAD=preload_value(os.environ["RECAP_LIB"]), RECAP_LOG=log)
         run = subprocess.run(["valgrind", "--tool=helgrind", "--error-exitcode=9",
                               scenario, "threads", ITERATIONS], env=env_recap,
                              capture_output=True, text=True, timeout=1200)

@@ -58,12 +58,14 @@ Test(hardening, every_allocation_of_recap_failing_once)
     char *dir = run_temp_dir();
     const char *report = run_path(dir, "allocations");
     const char *argv[] = { run_env_path("SCENARIO_BIN"), "params", "6", NULL };
-    char fail_env[64], preload[8192];
-    snprintf(preload, sizeof preload, "LD_PRELOAD=%s %s", run_env_path("FAILMALLOC_LIB"),
-             run_env_path("RECAP_LIB"));
+    char fail_env[64], preload[8192], target[4200];
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s:%s",
+             run_preloadable(run_env_path("FAILMALLOC_LIB")),
+             run_preloadable(run_env_path("RECAP_LIB")));
+    snprintf(target, sizeof target, "FAILMALLOC_TARGET=%s", run_env_path("RECAP_LIB"));
 
     /* How many allocations recap makes in this run. */
-    const char *count_env[] = { preload, "FAILMALLOC_REPORT=", "RECAP_LOG=off", NULL };
+    const char *count_env[] = { preload, "FAILMALLOC_REPORT=", "RECAP_LOG=off", target, NULL };
     char report_env[4200];
     snprintf(report_env, sizeof report_env, "FAILMALLOC_REPORT=%s", report);
     count_env[1] = report_env;
@@ -78,12 +80,12 @@ Test(hardening, every_allocation_of_recap_failing_once)
     long step = total > 80 ? total / 80 : 1;
     for (long nth = 1; nth <= total; nth += step) {
         snprintf(fail_env, sizeof fail_env, "FAILMALLOC_NTH=%ld", nth);
-        const char *env[] = { preload, fail_env, "RECAP_LOG=off", NULL };
+        const char *env[] = { preload, fail_env, "RECAP_LOG=off", target, NULL };
         r = same_both_ways(argv, env, fail_env);
         run_result_free(&r);
     }
     /* Every allocation from the first on. */
-    const char *all[] = { preload, "FAILMALLOC_NTH=1", "FAILMALLOC_PERSIST=1", NULL };
+    const char *all[] = { preload, "FAILMALLOC_NTH=1", "FAILMALLOC_PERSIST=1", target, NULL };
     r = same_both_ways(argv, all, "all allocations failing");
     run_result_free(&r);
     run_cleanup_dir(dir);

@@ -6,26 +6,40 @@
  * its own function (trap 3 of INTERPOSITION.md).
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
-#include <string.h>
 
 #include <cuda.h>
 
+/* The link map of an already loaded library, or NULL. */
+static struct link_map *loaded(const char *soname)
+{
+    struct link_map *map = NULL;
+    void *h = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return NULL;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &map) != 0)
+        map = NULL;
+    dlclose(h);
+    return map;
+}
+
+/* Which object holds p, by its link map (never by a file name: any path
+ * may contain "libc" or "cuda"). recap, or anything else, is "other". */
 static const char *owner_of(void *p, void *self)
 {
     Dl_info info = { 0 };
+    struct link_map *holder = NULL;
     if (!p)
         return "none";
     if (p == self)
         return "SELF";
-    if (!dladdr(p, &info) || !info.dli_fname)
+    if (!dladdr1(p, &info, (void **)&holder, RTLD_DL_LINKMAP) || !holder)
         return "unknown";
-    if (strstr(info.dli_fname, "libc.so"))
+    if (holder == loaded("libc.so.6"))
         return "libc";
-    if (strstr(info.dli_fname, "libcuda"))
+    if (holder == loaded("libcuda.so.1"))
         return "driver";
-    if (strstr(info.dli_fname, "recap"))
-        return "recap";
     return "other";
 }
 

@@ -19,6 +19,7 @@
  * on stderr show which captures it saw.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,10 +216,14 @@ static void path_untouched(void)
     CUresult r = cuGetProcAddress_v2("cuGetExportTable", &p, 12000, 0, &st);
     /* cuGetExportTable is not interposed: the driver's own function. */
     void *own = dlsym(h, "cuGetExportTable");
+    /* Which object holds the answer: compared with the driver's own link
+     * map, never by a file name (any checkout's path may contain "recap"). */
     Dl_info info = { 0 };
-    dladdr(p, &info);
+    struct link_map *holder = NULL, *driver = NULL;
+    int known = dladdr1(p, &info, (void **)&holder, RTLD_DL_LINKMAP) && holder &&
+                dlinfo(h, RTLD_DI_LINKMAP, &driver) == 0;
     printf("untouched cuGetExportTable rc=%d same=%d module=%s\n", (int)r, p == own,
-           info.dli_fname && strstr(info.dli_fname, "recap") ? "recap" : "driver");
+           !known ? "unknown" : holder == driver ? "driver" : "other");
     printf("untouched cudnnCreate=%p\n", dlsym(h, "cudnnCreate"));
     p = (void *)1;
     r = cuGetProcAddress_v2("cuNoSuchFunction", &p, 12000, 0, &st);

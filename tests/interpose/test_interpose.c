@@ -126,3 +126,23 @@ Test(interpose, deepbind_library_passes_through_unchanged)
     free(out);
     free(err);
 }
+
+/* A librecap below a path with a space and a colon (as in any checkout
+ * named so): the dynamic loader splits LD_PRELOAD there, so the tests
+ * preload it through run_preloadable's link, and recap must see every
+ * capture. */
+Test(interpose, library_below_a_path_with_space_and_colon)
+{
+    char *dir = run_temp_dir();
+    char odd[4200], copy[4300], cmd[9000];
+    snprintf(odd, sizeof odd, "%s/with space:colon", dir);
+    snprintf(copy, sizeof copy, "%s/librecap.so", odd);
+    snprintf(cmd, sizeof cmd, "mkdir '%s' && cp '%s' '%s'", odd, run_env_path("RECAP_LIB"), copy);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    const char *link = run_preloadable(copy);
+    cr_expect_eq(strpbrk(link, RUN_PRELOAD_SEPARATORS), NULL, "%s", link);
+    cr_expect_str_eq(run_preloadable(copy), link, "one link per library");
+    cr_assert_eq(setenv("RECAP_LIB", copy, 1), 0);
+    path_intercepted("direct", 4);
+    run_cleanup_dir(dir);
+}

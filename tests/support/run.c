@@ -2,6 +2,7 @@
  * run.c - start a program with a chosen environment and collect its output.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -55,6 +56,60 @@ void run_setenv(struct run_spec *spec, const char *name, const char *fmt, ...)
     }
 }
 
+/* The private directory of this process's preload links, removed at its
+ * exit (not at a forked child's: the links outlive the test's children). */
+static char preload_dir[64];
+static pid_t preload_dir_owner;
+
+static void preload_dir_remove(void)
+{
+    if (preload_dir[0] && getpid() == preload_dir_owner) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", preload_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "test: could not remove %s\n", preload_dir);
+    }
+}
+
+const char *run_preloadable(const char *path)
+{
+    static struct { char path[PATH_MAX]; char link[128]; } made[8];
+    static int nmade;
+    if (!strpbrk(path, RUN_PRELOAD_SEPARATORS))
+        return path;
+    for (int i = 0; i < nmade; i++)
+        if (!strcmp(made[i].path, path))
+            return made[i].link;
+    if (nmade == (int)(sizeof made / sizeof made[0])) {
+        fprintf(stderr, "test: more than %d libraries to preload from odd paths\n", nmade);
+        abort();
+    }
+    if (!preload_dir[0] || preload_dir_owner != getpid()) {
+        /* mkdtemp: a new directory only this user can write, under /tmp
+         * (TMPDIR may itself hold a space). */
+        snprintf(preload_dir, sizeof preload_dir, "/tmp/recap-preload-XXXXXX");
+        if (!mkdtemp(preload_dir)) {
+            perror("test: mkdtemp for preload links");
+            abort();
+        }
+        if (preload_dir_owner == 0)
+            atexit(preload_dir_remove);
+        preload_dir_owner = getpid();
+    }
+    char target[PATH_MAX];
+    if (!realpath(path, target)) {
+        fprintf(stderr, "test: cannot preload %s: %s\n", path, strerror(errno));
+        abort();
+    }
+    snprintf(made[nmade].link, sizeof made[nmade].link, "%s/%d.so", preload_dir, nmade);
+    if (symlink(target, made[nmade].link) != 0) {
+        fprintf(stderr, "test: symlink %s: %s\n", made[nmade].link, strerror(errno));
+        abort();
+    }
+    snprintf(made[nmade].path, sizeof made[nmade].path, "%s", path);
+    return made[nmade++].link;
+}
+
 /* The environment of the child: the test's own, minus anything recap or
  * the stand-in would read, plus the spec's entries. */
 static char **child_env(const struct run_spec *spec)
@@ -73,8 +128,9 @@ static char **child_env(const struct run_spec *spec)
     if (spec->with_recap) {
         static char preload[8192];
         const char *prefix = getenv("RECAP_TEST_PRELOAD_PREFIX");
-        snprintf(preload, sizeof preload, "LD_PRELOAD=%s%s%s", prefix ? prefix : "",
-                 prefix && *prefix ? " " : "", run_env_path("RECAP_LIB"));
+        snprintf(preload, sizeof preload, "LD_PRELOAD=%s%s%s",
+                 prefix && *prefix ? run_preloadable(prefix) : "", prefix && *prefix ? ":" : "",
+                 run_preloadable(run_env_path("RECAP_LIB")));
         env[k++] = preload;
     }
     for (int i = 0; spec->env[i]; i++) {
@@ -115,6 +171,37 @@ char *run_read_file(const char *path, size_t *len)
     return buf;
 }
 
+/* Programs of another architecture run under user-mode emulation
+ * (RUN_EMULATOR, e.g. qemu-aarch64, with RUN_EMULATOR_SYSROOT as its -L).
+ * The dynamic loader's variables go to the emulated program through -E:
+ * set for the emulator itself, the host's loader would act on them. */
+static void exec_emulated(const char *emulator, const struct run_spec *spec, char **env)
+{
+    const char *argv[16 + 2 * RUN_MAX_ENV + 8];
+    int n = 0, k = 0;
+    argv[n++] = emulator;
+    const char *sysroot = getenv("RUN_EMULATOR_SYSROOT");
+    if (sysroot && *sysroot) {
+        argv[n++] = "-L";
+        argv[n++] = sysroot;
+    }
+    for (int i = 0; env[i]; i++) {
+        if (!strncmp(env[i], "LD_", 3)) {
+            argv[n++] = "-E";
+            argv[n++] = env[i];
+        } else {
+            env[k++] = env[i];
+        }
+    }
+    env[k] = NULL;
+    for (int i = 0; spec->argv[i]; i++)
+        argv[n++] = spec->argv[i];
+    argv[n] = NULL;
+    execvpe(emulator, (char *const *)argv, env);
+    fprintf(stderr, "exec %s: %s\n", emulator, strerror(errno));
+    _exit(127);
+}
+
 int run_program(const struct run_spec *spec, struct run_result *res)
 {
     char *dir = run_temp_dir();
@@ -133,6 +220,9 @@ int run_program(const struct run_spec *spec, struct run_result *res)
         dup2(out, 1);
         dup2(err, 2);
         setpgid(0, 0);
+        const char *emulator = getenv("RUN_EMULATOR");
+        if (emulator && *emulator)
+            exec_emulated(emulator, spec, env);
         execve(spec->argv[0], (char *const *)spec->argv, env);
         fprintf(stderr, "exec %s: %s\n", spec->argv[0], strerror(errno));
         _exit(127);

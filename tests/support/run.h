@@ -7,7 +7,8 @@
  * - capture stdout and stderr into files, and then compare outputs, count
  * log lines and read the stand-in's call counts. Must never: leave a child
  * running past its timeout, or depend on the test's own environment beyond
- * the paths the build passes in (RECAP_LIB, STANDIN_DIR, ...).
+ * the paths the build passes in (RECAP_LIB, STANDIN_DIR, ...). With
+ * RUN_EMULATOR set (a cross build), programs run under that emulator.
  */
 #ifndef TEST_RUN_H
 #define TEST_RUN_H
@@ -29,6 +30,14 @@ struct run_spec {
     int with_recap;                  /* preload librecap.so (and a sanitizer runtime if built so) */
     int timeout_s;                   /* 0: 120 s */
 };
+
+/* The characters at which the dynamic loader splits LD_PRELOAD. */
+#define RUN_PRELOAD_SEPARATORS " :\t\n"
+
+/* A path naming the library at `path` that LD_PRELOAD can carry: the path
+ * itself, or, if it holds a separator, a link to it in a private directory
+ * made for this process (removed at its exit). */
+const char *run_preloadable(const char *path);
 
 /* Runs the program and waits. Returns 0 if it ran (whatever its status). */
 int run_program(const struct run_spec *spec, struct run_result *res);
