@@ -111,11 +111,11 @@ int main(int argc, char **argv)
     if (kept != nullptr)
         CUDA_CHECK(cudaGraphExecDestroy(kept));
 
-    uint64_t checksum = 0xcbf29ce484222325ULL;
+    uint64_t checksum = FNV1A64_INIT;
     std::vector<float> host(nodes);
     for (float *b : buffers) {
         CUDA_CHECK(cudaMemcpy(host.data(), b, sizeof(float) * nodes, cudaMemcpyDeviceToHost));
-        checksum = bench_fnv1a64(checksum, host.data(), sizeof(float) * nodes);
+        checksum = fnv1a64(checksum, host.data(), sizeof(float) * nodes);
         CUDA_CHECK(cudaFree(b));
     }
     CUDA_CHECK(cudaStreamDestroy(stream));

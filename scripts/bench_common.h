@@ -1,14 +1,18 @@
 /*
- * bench_common.h - what the benchmark programs under scripts/ share: checked
- * CUDA calls (print the call, file, line and error name, exit 1), a monotonic
- * clock, percentiles of a sample, the --info line (device, driver and runtime
- * versions) and the FNV-1a checksum that lets a driver script confirm that
- * every way of running a benchmark computed the same thing.
+ * bench_common.h - what the benchmark programs under scripts/ share: a
+ * monotonic clock, percentiles of a sample, the --info line (device, driver
+ * and runtime versions) and argument parsing. The checked CUDA calls and the
+ * FNV-1a checksum (which lets a driver script confirm that every way of
+ * running a benchmark computed the same thing) are tests/gpu/gpu_test.h's.
  */
 #ifndef RECAP_BENCH_COMMON_H
 #define RECAP_BENCH_COMMON_H
 
 #include <cuda_runtime.h>
+
+/* The checked calls and the checksum, one copy for the GPU tests and the
+ * benchmarks (CUDA_CHECK here; CU_CHECK too where cuda.h came first). */
+#include "../tests/gpu/gpu_test.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,31 +21,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                              \
-    do {                                                                              \
-        cudaError_t check_err_ = (call);                                              \
-        if (check_err_ != cudaSuccess) {                                              \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
-                    cudaGetErrorName(check_err_), cudaGetErrorString(check_err_));    \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
-
-#ifdef CUDA_VERSION
-#define CU_CHECK(call)                                                                \
-    do {                                                                              \
-        CUresult check_res_ = (call);                                                 \
-        if (check_res_ != CUDA_SUCCESS) {                                             \
-            const char *check_name_ = NULL;                                           \
-            if (cuGetErrorName(check_res_, &check_name_) != CUDA_SUCCESS)             \
-                check_name_ = "unknown CUresult";                                     \
-            fprintf(stderr, "%s:%d: %s failed: %s (%d)\n", __FILE__, __LINE__, #call, \
-                    check_name_, (int)check_res_);                                    \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
-#endif
 
 static inline double bench_now_us()
 {
@@ -70,16 +49,6 @@ static inline void bench_print_info()
     printf("device %d: %s (sm_%d%d), CUDA driver API %d.%d, runtime %d.%d\n", device, prop.name,
            prop.major, prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000,
            runtime % 1000 / 10);
-}
-
-static inline uint64_t bench_fnv1a64(uint64_t hash, const void *data, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)data;
-    for (size_t i = 0; i < n; i++) {
-        hash ^= p[i];
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
 }
 
 /* Parses "--name value" pairs into longs; unknown names are an error. */

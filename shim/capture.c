@@ -146,9 +146,15 @@ static void forget_changes(struct capture *cap)
 
 /* --- fallback ----------------------------------------------------------------- */
 
+/* Whether this thread may end the capture and begin its replacement on the
+ * origin stream: relaxed mode lets any thread, except where the origin is a
+ * per-thread default stream, which no other thread can name (its
+ * CU_STREAM_PER_THREAD, and the journal's per-thread calls, are its own). */
 static int may_end_here(const struct capture *cap)
 {
-    return cap->mode == CU_STREAM_CAPTURE_MODE_RELAXED || pthread_equal(pthread_self(), cap->owner);
+    if (pthread_equal(pthread_self(), cap->owner))
+        return 1;
+    return cap->mode == CU_STREAM_CAPTURE_MODE_RELAXED && cap->origin.real != CU_STREAM_PER_THREAD;
 }
 
 /* The recapture is over (ended, or its end returned 918): destroys its
@@ -181,8 +187,9 @@ static CUresult restart_as_plain(struct capture *cap)
 
 /* Turns a live (or failed) recapture into a plain capture holding the same
  * work. Caller holds cap->lock. Where the capture may not be ended from
- * this thread (global and thread-local modes), the switch waits for the
- * next call on the owning thread: cap->fallback_pending. */
+ * this thread (global and thread-local modes, or another thread's per-thread
+ * default stream), the switch waits for the next call on the owning thread:
+ * cap->fallback_pending. */
 static void fall_back(struct capture *cap, const char *reason)
 {
     if (cap->path != PATH_RECAPTURE)
@@ -252,9 +259,10 @@ static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_arg
         return query_in_capture(cap, id, a);
 
     if (cap->fallback_pending) {
-        /* Another thread of a global/thread-local capture: the switch must
-         * wait for the owning thread, so the call is recorded and made at
-         * the replay. Its result is assumed to be success. */
+        /* Another thread of a global/thread-local capture, or of one on a
+         * per-thread default stream: the switch must wait for the owning
+         * thread, so the call is recorded and made at the replay. Its
+         * result is assumed to be success. */
         if (journal_can_copy(id, a, &why)) {
             journal_append(&cap->journal, id, a);
             note_membership(cap, id, a);

@@ -6,7 +6,7 @@
  * loader would (refusing recap itself), resolves every exact name of the
  * table, sorts the real pointers so cuGetProcAddress answers can be mapped
  * back to exact names, asks the driver its version and, at that version,
- * for the recapture API. Then it starts the runtime (settings, log).
+ * for the recapture API. lifecycle.c calls it, then starts recap.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -16,7 +16,6 @@
 
 #include "shim/driver.h"
 #include "shim/libc_dl.h"
-#include "shim/runtime.h"
 
 int drv_loaded;
 struct drv_caps drv_caps;
@@ -207,7 +206,6 @@ void drv_load(void)
         ask_driver_capabilities();
     }
     index_table();
-    runtime_start();
 
     drv_loading_here = 0;
     __atomic_store_n(&drv_loaded, 1, __ATOMIC_RELEASE);

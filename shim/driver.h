@@ -15,7 +15,7 @@
 /* Nonzero once drv_load() has finished (successfully or not). */
 extern int drv_loaded;
 
-/* Every wrapper starts with this: a load and a branch once loaded. */
+/* The driver loaded, nothing more (entry points use LIFECYCLE_ENSURE_STARTED). */
 #define DRV_ENSURE_LOADED()                                                   \
     do {                                                                      \
         if (__builtin_expect(!__atomic_load_n(&drv_loaded, __ATOMIC_ACQUIRE), 0)) \
@@ -36,8 +36,9 @@ struct drv_caps {
 
 extern struct drv_caps drv_caps;
 
-/* Loads the driver and starts recap's runtime, once per process; other
- * threads wait, the loading thread's re-entrant calls return at once. */
+/* Loads the driver, once per process (lifecycle_start calls it first);
+ * other threads wait, the loading thread's re-entrant calls return at
+ * once. Starts nothing else: the driver knows no module above it. */
 void drv_load(void);
 
 /* Nonzero on the thread that is inside drv_load(). */

@@ -1,6 +1,7 @@
 /*
  * driver_hooks.h - what the generated wrappers call: the hook of each role
- * (see driver_api.def). Only driver_wrappers.c and driver_api.c include it.
+ * (see driver_api.def), and the lifecycle's start. Only driver_wrappers.c
+ * includes it: it is the top of the module graph with lifecycle.c.
  */
 #ifndef RECAP_DRIVER_HOOKS_H
 #define RECAP_DRIVER_HOOKS_H
@@ -10,6 +11,7 @@
 #include "shim/driver.h"
 #include "shim/exec_reuse.h"
 #include "shim/interpose.h"
+#include "shim/lifecycle.h"
 #include "shim/runtime.h"
 #include "shim/user_objects.h"
 

@@ -272,7 +272,7 @@ def op_kind_enum(e):
 
 
 def gen_table(entries):
-    o = [HEADER, '#include "shim/driver_api.h"\n#include "shim/driver_hooks.h"\n\n']
+    o = [HEADER, '#include "shim/driver_api.h"\n\n']
     o.append("void *drv_real_fn[DRV_COUNT];\n\n")
     o.append("const struct drv_entry drv_table[DRV_COUNT] = {\n")
     for e in entries:
@@ -389,7 +389,7 @@ def gen_wrappers(entries):
     for e in entries:
         if not e.wrapped:
             continue
-        o.append("RECAP_EXPORT %s CUDAAPI %s(%s)\n{\n    DRV_ENSURE_LOADED();\n    %s\n}\n\n" % (
+        o.append("RECAP_EXPORT %s CUDAAPI %s(%s)\n{\n    LIFECYCLE_ENSURE_STARTED();\n    %s\n}\n\n" % (
             e.ret, e.symbol, decl(e), wrapper_body(e)))
     return "".join(o)
 

@@ -15,6 +15,7 @@
 #include "shim/driver.h"
 #include "shim/interpose.h"
 #include "shim/libc_dl.h"
+#include "shim/lifecycle.h"
 
 /* Cheap filter before the table lookup: every interposed name is "cu"
  * followed by an upper-case letter (cudnn*, cublas*, cuda* are not). */
@@ -30,7 +31,7 @@ static void *wrap_symbol(void *found, const char *name)
     int id = drv_find_symbol(name);
     if (id < 0 || !drv_table[id].wrapper)
         return found;
-    DRV_ENSURE_LOADED();
+    LIFECYCLE_ENSURE_STARTED();
     if (drv_real_fn[id] != found)
         return found;                     /* someone else's function of that name */
     return drv_table[id].wrapper;

@@ -1,32 +1,14 @@
 /*
- * runtime.c - start, exit and fork of recap inside a process.
- *
- * runtime_start() reads the settings (whose errors it reports once on
- * stderr), configures the log and writes the "start" event: this happens at
- * the first intercepted driver call, so a process that never reaches the
- * driver leaves no log. At normal exit (return from main or exit() from any
- * thread) the "end" event carries the totals; a killed process still leaves
- * complete lines. fork() children start with empty caches and their own log.
+ * runtime.c - the state every module reads: the settings, whether recap
+ * passes everything through, the verbose channel and the clock. A leaf:
+ * it calls no other module of recap (lifecycle.c fills it at start).
  */
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <stdio.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "shim/cache.h"
-#include "shim/capture.h"
-#include "shim/driver.h"
-#include "shim/events.h"
-#include "shim/jlog.h"
-#include "shim/kparams.h"
 #include "shim/runtime.h"
-#include "shim/sites.h"
-#include "shim/user_objects.h"
-
-extern char **environ;
 
 struct recap_settings runtime_settings;
 int runtime_passthrough;
@@ -53,48 +35,4 @@ void runtime_verbose(const char *fmt, ...)
     line[n++] = '\n';
     ssize_t ignored = write(2, line, (size_t)n);
     (void)ignored;
-}
-
-static void runtime_at_exit(void)
-{
-    event_end();
-}
-
-static void runtime_after_fork_child(void)
-{
-    /* Order matters: captures refer to sites and cached records. */
-    drv_after_fork_child();
-    ctab_after_fork_child();
-    cache_after_fork_child();
-    uobj_after_fork_child();
-    kparams_after_fork_child();
-    sites_after_fork_child();
-    jlog_after_fork_child();
-    event_after_fork_child();
-}
-
-void runtime_start(void)
-{
-    settings_load(&runtime_settings, environ, 2);
-    runtime_passthrough = runtime_settings.mode == RECAP_MODE_OFF || !drv_caps.usable;
-    if (runtime_settings.mode == RECAP_MODE_OFF)
-        return;
-
-    site_set_self_module((const void *)runtime_start);
-    jlog_configure(runtime_settings.log_template, environ);
-    event_start();
-    if (drv_caps.version_error != CUDA_SUCCESS)
-        event_own_call_failed(NULL, "cuDriverGetVersion", drv_caps.version_error,
-                              "driver version unknown: no recapture, executable reuse only");
-    if (drv_caps.probe_error != CUDA_SUCCESS)
-        event_own_call_failed(NULL, "cuGetProcAddress_v2", drv_caps.probe_error,
-                              "recapture API not found: executable reuse only");
-    if (!drv_caps.usable) {
-        event_warning(NULL, "no usable CUDA driver (%s): recap passes every call through",
-                      drv_caps.problem);
-        fprintf(stderr, "recap: no usable CUDA driver (%s); passing every call through\n",
-                drv_caps.problem);
-    }
-    atexit(runtime_at_exit);
-    pthread_atfork(NULL, NULL, runtime_after_fork_child);
 }

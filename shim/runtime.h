@@ -2,9 +2,9 @@
  * runtime.h - recap's process-wide state (module prefix runtime_).
  *
  * Owns: the settings read once at start, the decision "is recap off", the
- * start and end of the log, the exit and fork handlers, and the verbose
- * channel on stderr. Must never: call the driver at exit (the runtime may
- * already have torn it down), or read the environment after start.
+ * verbose channel on stderr and the clock. A leaf of the module graph that
+ * every layer may read: it must never call another module of recap (the
+ * start, exit and fork handlers that fill and use it are lifecycle.c's).
  */
 #ifndef RECAP_RUNTIME_H
 #define RECAP_RUNTIME_H
@@ -14,11 +14,9 @@
 extern struct recap_settings runtime_settings;
 
 /* Nonzero when recap does nothing but forward: RECAP_MODE=off, or no usable
- * driver. Read on hot paths; written once before drv_loaded is published. */
+ * driver. Read on hot paths; written once before lifecycle_started is
+ * published. */
 extern int runtime_passthrough;
-
-/* Called once by drv_load() after the driver is known. */
-void runtime_start(void);
 
 /* "recap: ..." on stderr when RECAP_VERBOSE=1 (one write). */
 void runtime_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

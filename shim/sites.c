@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim/events.h"
 #include "shim/runtime.h"
 #include "shim/sites.h"
 
@@ -15,6 +14,16 @@
 
 static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct site *sites_table[SITES_BUCKETS];
+
+/* Who is told (the log, above this module); NULL before start. */
+static sites_new_fn sites_on_new;
+static sites_forbidden_fn sites_on_forbidden;
+
+void sites_announce_with(sites_new_fn on_new, sites_forbidden_fn on_forbidden)
+{
+    sites_on_new = on_new;
+    sites_on_forbidden = on_forbidden;
+}
 
 struct site *sites_get(uint64_t id, const struct site_stack *stack)
 {
@@ -40,8 +49,8 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
     }
     pthread_mutex_unlock(&sites_lock);
 
-    if (fresh)
-        event_site(fresh, stack);
+    if (fresh && sites_on_new)
+        sites_on_new(fresh, stack);
     return site;
 }
 
@@ -55,8 +64,8 @@ void sites_forbid_recapture(struct site *site, const char *reason)
         snprintf(site->no_recapture_reason, sizeof site->no_recapture_reason, "%s", reason);
     }
     pthread_mutex_unlock(&site->lock);
-    if (first)
-        event_warning(site, "site not recaptured: %s", reason);
+    if (first && sites_on_forbidden)
+        sites_on_forbidden(site, reason);
 }
 
 void sites_for_each(void (*fn)(struct site *site, void *arg), void *arg)

@@ -5,8 +5,10 @@
  * policy (resolved once from the settings), its decision state (shape
  * history, whether its captures can be recaptured, why not) and its
  * counters. The graphs and executable graphs a site holds are cache.c's.
- * Must never: call the driver while holding a site's lock, or free a site
- * (handles and log lines refer to sites until exit).
+ * Must never: call the driver while holding a site's lock, free a site
+ * (handles and log lines refer to sites until exit), or call the modules
+ * above it (cache, log): what happens to sites is told through the
+ * announcers the lifecycle sets.
  *
  * Locks: sites_lock guards the table; site->lock guards the fields marked
  * below. Order: capture->lock, then site->lock, then cache_lock.
@@ -20,7 +22,10 @@
 #include "policy/predict.h"
 #include "policy/settings.h"
 #include "policy/site.h"
-#include "shim/cache.h"
+
+/* The kinds of object cache.c keeps for a site (CACHE_KINDS; lifecycle.c
+ * checks the two agree): sites sit below the cache and do not include it. */
+#define SITES_RELEASED_KINDS 2
 
 struct site_counters {
     unsigned long captures, recaptured, fallbacks, fresh, observed;
@@ -49,14 +54,20 @@ struct site {
     unsigned long instantiate_seq;      /* instantiations so far */
     int update_failures_in_row;         /* executable updates that failed in a row */
     int no_exec_reuse;                  /* they kept failing: instantiate as asked */
-    int n_released[CACHE_KINDS];        /* released objects per kind, under cache_lock */
+    int n_released[SITES_RELEASED_KINDS]; /* per enum cache_kind, kept by cache.c under cache_lock */
 };
 
 /* The site of a stack, created (and announced with a "site" log event) at
  * first sight. NULL only if memory ran out. */
 struct site *sites_get(uint64_t id, const struct site_stack *stack);
 
-/* Marks the site as never to be recaptured, logging the reason once. */
+/* Who is told of each new site (with the stack it was first seen at) and
+ * of each site that stops being recaptured (once, with the reason). */
+typedef void (*sites_new_fn)(const struct site *site, const struct site_stack *stack);
+typedef void (*sites_forbidden_fn)(const struct site *site, const char *reason);
+void sites_announce_with(sites_new_fn on_new, sites_forbidden_fn on_forbidden);
+
+/* Marks the site as never to be recaptured, announcing the reason once. */
 void sites_forbid_recapture(struct site *site, const char *reason);
 
 /* Calls fn for every site (under sites_lock; fn must not take it). */

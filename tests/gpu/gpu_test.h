@@ -1,5 +1,7 @@
 /*
- * gpu_test.h - helpers shared by the GPU test programs under tests/gpu/.
+ * gpu_test.h - helpers shared by the GPU test programs under tests/gpu/ and
+ * the benchmark programs under scripts/ (through bench_common.h): the one
+ * copy of recap's CUDA check helpers.
  *
  * Owns: the error checks (every CUDA call is checked; a failure prints the
  * call, file, line and error name on stderr and exits 1), the FNV-1a checksum

@@ -164,6 +164,72 @@ static int run_cross_thread(int iters)
     return 0;
 }
 
+/* A relaxed capture on this thread's per-thread default stream, forked into
+ * stream[1], where another thread enqueues and records the join; at
+ * iteration 4 that thread's work is a memset where a kernel was, so a
+ * recapture fails at (or after) the other thread's call. That thread cannot
+ * name this one's per-thread stream: whatever recap does about the failure
+ * must happen in this thread's stream, and the other thread's own
+ * per-thread stream must never be capturing. */
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
+CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph *);
+CUresult cuStreamIsCapturing_ptsz(CUstream, CUstreamCaptureStatus *);
+CUresult cuEventRecord_ptsz(CUevent, CUstream);
+CUresult cuStreamWaitEvent_ptsz(CUstream, CUevent, unsigned int);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void **, void **);
+
+struct ptsz_arg {
+    int it;
+    char codes[64];
+};
+
+static void *ptsz_worker_body(void *p)
+{
+    struct ptsz_arg *a = p;
+    struct sc_op op = { .type = a->it == 4 ? SC_MEMSET : SC_SCALE, .a = 0.5f + (float)(a->it % 3),
+                        .x = 2, .y = 2, .stream = 1 };
+    int work = (int)sc_enqueue(&ctx, &op);
+    int record = (int)cuEventRecord(ctx.join_event, ctx.stream[1]);
+    CUstreamCaptureStatus own = CU_STREAM_CAPTURE_STATUS_NONE;
+    int query = (int)cuStreamIsCapturing_ptsz(NULL, &own);
+    snprintf(a->codes, sizeof a->codes, "%d,%d,%d own=%d", work, record, query, (int)own);
+    return NULL;
+}
+
+static int run_ptsz_cross_thread(int iters)
+{
+    int n = SC_N;
+    for (int it = 0; it < iters; it++) {
+        struct ptsz_arg a = { .it = it };
+        pthread_t t;
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        float alpha = 1.0f + (float)it, beta = -0.5f;
+        void *first[] = { &alpha, &ctx.buf[0], &ctx.buf[1], &n };
+        void *last[] = { &beta, &ctx.buf[2], &ctx.buf[1], &n };
+        int begin = (int)cuStreamBeginCapture_v2_ptsz(NULL, CU_STREAM_CAPTURE_MODE_RELAXED);
+        int k1 = (int)cuLaunchKernel_ptsz(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, NULL, first, NULL);
+        int fork = (int)cuEventRecord_ptsz(ctx.fork_event, NULL);
+        int wait = (int)cuStreamWaitEvent(ctx.stream[1], ctx.fork_event, 0);
+        pthread_create(&t, NULL, ptsz_worker_body, &a);
+        pthread_join(t, NULL);
+        int join = (int)cuStreamWaitEvent_ptsz(NULL, ctx.join_event, 0);
+        int k3 = (int)cuLaunchKernel_ptsz(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, NULL, last, NULL);
+        int end = (int)cuStreamEndCapture_ptsz(NULL, &graph);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        int launch = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+        cuStreamSynchronize(ctx.stream[0]);
+        if (exec)
+            cuGraphExecDestroy(exec);
+        if (graph)
+            cuGraphDestroy(graph);
+        printf("it=%d begin=%d ops=%d,%d,%d,[%s],%d,%d end=%d inst=%d launch=%d sum=%08x\n", it,
+               begin, k1, fork, wait, a.codes, join, k3, end, inst, launch, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* The program breaks its own capture at iteration 3 with a call that is
  * illegal while a global-mode capture runs. */
 static int run_broken(int iters)
@@ -464,6 +530,8 @@ int main(int argc, char **argv)
 
     if (!strcmp(name, "cross_thread"))
         rc = run_cross_thread(iters);
+    else if (!strcmp(name, "ptsz_cross_thread"))
+        rc = run_ptsz_cross_thread(iters);
     else if (!strcmp(name, "broken"))
         rc = run_broken(iters);
     else if (!strcmp(name, "double_destroy"))

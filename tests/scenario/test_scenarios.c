@@ -300,6 +300,24 @@ Test(scenario, capture_ended_on_another_thread)
     sc_done(&o);
 }
 
+/* A relaxed capture on one thread's per-thread default stream whose
+ * recapture fails at another thread's call (or later, or at the end): the
+ * plain capture that replaces it is begun and replayed in the capturing
+ * thread's per-thread stream, never in the other thread's (which cannot
+ * name it); the switch waits for the capturing thread's next call. */
+FAILURE_MODE_TEST(per_thread_stream_capture_failing_on_another_thread)
+{
+    struct sc_case c = { .name = "ptsz_cross_thread", .iters = 8, .driver = "13030",
+                         .failure = failure_points[*point] };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"error\"", NULL), 0, "%s", o.recap.err);
+    cr_expect_geq(captures(&o, "fallback"), 1, "%s: the failed recapture falls back", c.failure);
+    cr_expect_geq(captures(&o, "recapture"), 4, "%s", c.failure);
+    cr_expect_eq(captures(&o, "recapture") + captures(&o, "fallback") + captures(&o, "fresh"), 8);
+    sc_done(&o);
+}
+
 Test(scenario, many_threads_at_many_sites)
 {
     struct sc_case c = { .name = "threads", .iters = 60 };
