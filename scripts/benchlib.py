@@ -8,6 +8,7 @@ Every failure (no nvcc, a build error, a binary exiting nonzero, a missing
 result line) raises BenchError with a message that names what failed; the
 drivers print it and exit 1.
 """
+import atexit
 import collections
 import json
 import os
@@ -52,7 +53,20 @@ def recap_lib(argument):
     if not os.path.isfile(path):
         raise BenchError(f"librecap.so not found at {path} (pass --recap-lib, set RECAP_LIB, or "
                          f"build it: meson setup build-gpu -Dtests=disabled && ninja -C build-gpu)")
-    return path
+    return preloadable(path)
+
+
+def preloadable(path):
+    """The dynamic loader splits LD_PRELOAD at spaces and colons: a library
+    below such a path is preloaded through a link in a private folder
+    (mkdtemp, under /tmp), removed at exit."""
+    if not any(c in path for c in " :\t\n"):
+        return path
+    folder = tempfile.mkdtemp(prefix="recap-preload-", dir="/tmp")
+    atexit.register(shutil.rmtree, folder, True)
+    link = os.path.join(folder, os.path.basename(path).replace(" ", "_").replace(":", "_"))
+    os.symlink(path, link)
+    return link
 
 
 def build(source_name, workdir, extra_flags=()):
