@@ -266,6 +266,22 @@ int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "direct";
 
+    if (!strcmp(path, "next-first") || !strcmp(path, "vnext-first")) {
+        /* The process's very first dlsym or dlvsym, before any driver call:
+         * recap's exported stub has not found glibc's yet (its slow path),
+         * and must still leave with the caller's return address. */
+#if defined(__aarch64__)
+        static const char base_version[] = "GLIBC_2.17";
+#else
+        static const char base_version[] = "GLIBC_2.2.5";
+#endif
+        void *next = path[0] == 'v' ? dlvsym(RTLD_NEXT, "getenv", base_version)
+                                    : dlsym(RTLD_NEXT, "getenv");
+        void *deflt = dlsym(RTLD_DEFAULT, "getenv");
+        printf("%s getenv next=%d default=%d\n", path, next == (void *)getenv,
+               deflt == (void *)getenv);
+        return 0;
+    }
     if (!strcmp(path, "before-init")) {
         /* cuGetProcAddress may be called before cuInit. */
         void *p = NULL;

@@ -58,6 +58,21 @@ Test(interpose, exported_symbols) { path_intercepted("direct", 4); }
 Test(interpose, per_thread_default_stream_exports) { path_intercepted("ptsz", 4); }
 Test(interpose, dlopen_and_dlsym) { path_intercepted("dlsym", 4); }
 Test(interpose, dlvsym_answers_as_glibc_does) { path_intercepted("dlvsym", 0); }
+
+/* The first dlsym/dlvsym of a process goes through the stub's slow path
+ * (glibc's functions not found yet) and still answers as glibc does. */
+static void first_lookup(const char *path)
+{
+    char *out;
+    char *err = both_ways(run_env_path("PROBE_BIN"), path, &out);
+    char want[64];
+    snprintf(want, sizeof want, "%s getenv next=1 default=1\n", path);
+    cr_expect_str_eq(out, want);
+    free(out);
+    free(err);
+}
+Test(interpose, first_dlsym_of_the_process) { first_lookup("next-first"); }
+Test(interpose, first_dlvsym_of_the_process) { first_lookup("vnext-first"); }
 Test(interpose, table_fetched_through_cuGetProcAddress) { path_intercepted("procaddr", 8); }
 
 Test(interpose, exact_abi_behind_every_name_and_version)
