@@ -15,13 +15,6 @@
 /* Nonzero once drv_load() has finished (successfully or not). */
 extern int drv_loaded;
 
-/* The driver loaded, nothing more (entry points use LIFECYCLE_ENSURE_STARTED). */
-#define DRV_ENSURE_LOADED()                                                   \
-    do {                                                                      \
-        if (__builtin_expect(!__atomic_load_n(&drv_loaded, __ATOMIC_ACQUIRE), 0)) \
-            drv_load();                                                       \
-    } while (0)
-
 typedef CUresult (CUDAAPI *drv_recapture_begin_fn)(CUstream, CUstreamCaptureMode, CUgraph,
                                                    CUgraphRecaptureCallback, void *);
 
