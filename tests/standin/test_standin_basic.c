@@ -255,6 +255,7 @@ Test(basic, host_functions_run_inline_and_may_not_call_cuda, .init = setup)
     int inc = 3;
     unsigned long misuses = standin_misuse_count();
     CK(cuLaunchHostFunc(fx.s1, host_fn, &inc));
+    standin_async_drain(); /* STANDIN_ASYNC=1: it runs on the stream's worker */
     cr_assert_eq(host_runs, 3);
     cr_assert_eq(from_host_fn, CUDA_ERROR_NOT_PERMITTED);
     cr_assert_eq(standin_misuse_count(), misuses + 1);
@@ -272,8 +273,8 @@ Test(basic, events, .init = setup)
     CK(cuEventRecord(a, fx.s1));
     CK(launch_int(fx.fill, fx.s1, fx.buf, 1));
     CK(cuEventRecord(b, fx.s1));
-    CK(cuEventQuery(b));
     CK(cuEventSynchronize(b));
+    CK(cuEventQuery(b));
     CK(cuEventElapsedTime(&ms, a, b));
     cr_assert(ms >= 0);
     CK(cuEventRecord(nt, fx.s1));
