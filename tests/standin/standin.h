@@ -54,9 +54,11 @@
  * the caller's, never under the stand-in's lock) after the last reference
  * went, including the references of launches in flight. Misuses a GPU would
  * punish silently are made loud (written on stderr with "standin: async:"
- * and counted as misuses): cuMemFree of memory that queued work still uses
- * (a kernel argument, copy or memset address), which the stand-in then waits
- * for. At exit, and at cuCtxDestroy for its streams, queued work is drained
+ * and counted as misuses): cuMemFree or cuMemFreeHost of memory that queued
+ * work still uses (a pointer-sized kernel argument, a copy or memset
+ * address), which the stand-in then waits for; a launch of a kernel whose
+ * module was unloaded meanwhile. A program relying on cuMemFree to
+ * synchronise (undocumented) is flagged. At exit, and at cuCtxDestroy for its streams, queued work is drained
  * and the threads are joined.
  */
 #ifndef STANDIN_H

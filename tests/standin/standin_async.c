@@ -118,9 +118,48 @@ static void reap_join(void)
 
 static void async_exit(void);
 
+/* fork(): the child holds a consistent copy of the state (taken with
+ * si.lock held) and only the forking thread. The parent's queued work, its
+ * workers and its due destructors stay the parent's; the child starts
+ * workers of its own when it queues work. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&si.lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&si.lock);
+}
+
+static void fork_child(void)
+{
+    pthread_mutexattr_t attr;
+    for (size_t i = 0; i < si.queues.n; i++) {
+        struct si_queue *q = &((struct si_stream *)si.queues.v[i])->q;
+        q->head = q->tail = NULL; /* the parent's items: not run twice */
+        q->completed = q->submitted;
+        q->has_worker = false;
+        q->error = CUDA_SUCCESS;
+    }
+    si.releases.n = 0;
+    si.releases_running = 0;
+    si.has_releaser = false;
+    si.reap.n = 0; /* the parent joins those */
+    /* The lock is owned by the parent's thread id: a fresh one, and a fresh
+     * condition (its waiters are not in this process). */
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&si.lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+    pthread_cond_init(&si.progress, NULL);
+}
+
+/* Once the mode first starts a thread: drain at exit, and fork handlers. */
 static void register_exit(void)
 {
     atexit(async_exit);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 /* ------------------------------------------------------------------ */
@@ -374,7 +413,7 @@ bool si_async_before_free(uintptr_t base, const char *who)
         }
         if (!user) return true;
         if (!told)
-            si_violation("%s of device memory %#lx that work queued on stream %p still uses "
+            si_violation("%s of memory %#lx that work queued on stream %p still uses "
                          "(synchronise first)", who, (unsigned long)base, (void *)user);
         told = true;
         si_async_wait_point(user, seq);

@@ -189,7 +189,8 @@ static CUresult mem_free_host(void *p)
     if (rc) return rc;
     struct si_alloc *a = si_mem_find((uintptr_t)p);
     if (!a || a->kind != SI_MEM_HOST || a->base != (uintptr_t)p) return CUDA_ERROR_INVALID_VALUE;
-    si_mem_release(a);
+    if (si_async_active() && !si_async_before_free(a->base, "cuMemFreeHost")) return CUDA_ERROR_INVALID_VALUE;
+    si_mem_release(si_mem_find((uintptr_t)p)); /* found again: the check may have waited */
     return CUDA_SUCCESS;
 }
 

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_standin_common.h"
@@ -388,4 +389,45 @@ Test(async, switching_off_drains, .init = async_setup)
     cr_assert_eq(standin_async(), 0);
     CK(launch_int(fx.add, fx.s1, fx.buf, 1));
     cr_assert_eq(dev_ints(fx.buf)[0], 15, "synchronous again");
+}
+
+/* A forked child (which a real driver refuses, the stand-in serves) runs
+ * work of its own; the parent's queue is not run twice. */
+Test(async, forked_child_queues_work_of_its_own, .init = async_setup)
+{
+    CK(launch_int(fx.fill, fx.s1, fx.buf, 3));
+    CK(cuStreamSynchronize(fx.s1));
+    close_gate(fx.s2);
+    CK(launch_int(fx.fill, fx.s2, fx.buf2, 1));
+    pid_t pid = fork();
+    if (pid == 0) {
+        int ok = launch_int(fx.add, fx.s1, fx.buf, 1) == CUDA_SUCCESS &&
+                 cuStreamSynchronize(fx.s1) == CUDA_SUCCESS && dev_ints(fx.buf)[0] == 4 &&
+                 cuStreamQuery(fx.s2) == CUDA_SUCCESS && dev_ints(fx.buf2)[0] == 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status = -1;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert_eq(WEXITSTATUS(status), 0, "the child's own work ran, the parent's did not");
+    open_gate();
+    CK(cuCtxSynchronize());
+    cr_assert_eq(dev_ints(fx.buf)[0], 3);
+    cr_assert_eq(dev_ints(fx.buf2)[0], 1);
+}
+
+Test(async, module_unloaded_under_queued_work_is_loud, .init = async_setup)
+{
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, "image"));
+    CK(cuModuleGetFunction(&f, m, "fill"));
+    close_gate(fx.s1);
+    CK(launch_int(f, fx.s1, fx.buf, 5));
+    CK(cuModuleUnload(m));
+    open_gate();
+    cr_assert_eq(cuStreamSynchronize(fx.s1), CUDA_ERROR_INVALID_HANDLE, "the failure surfaces at the sync");
+    CK(cuStreamSynchronize(fx.s1));
+    cr_assert_eq(standin_misuse_count(), 1);
+    cr_assert(strstr(standin_last_misuse(), "unloaded") != NULL, "%s", standin_last_misuse());
+    cr_assert_eq(dev_ints(fx.buf)[0], 0);
 }
