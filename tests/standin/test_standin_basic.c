@@ -184,6 +184,7 @@ Test(basic, kernels_params_and_extra, .init = setup)
 {
     size_t off, size;
     CK(launch_int(fx.fill, fx.s1, fx.buf, 9));
+    CK(cuStreamSynchronize(fx.s1)); /* s1 is non-blocking: the NULL stream does not wait for it */
     CK(launch_int(fx.add, NULL, fx.buf, 2));
     cr_assert_eq(read_int(fx.buf, N - 1), 11);
     size_t expect_off[] = {0, 8, 16, 24}, expect_size[] = {1, 8, 2, 8};
