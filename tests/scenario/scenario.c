@@ -10,12 +10,14 @@
  * cycling shapes, a permanent change, fork/join across streams, every
  * capture mode, a capture ended on another thread, the program breaking
  * its own capture, kernels launched with `extra`, instantiation variants,
- * double destroys, graph edits by the program, memory pressure and many
- * threads at many sites.
+ * double destroys, graph edits by the program, memory pressure, many
+ * threads at many sites, and (meant for STANDIN_ASYNC=1) launches left in
+ * flight while their executable graphs are destroyed and captured again.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "scenario.h"
 #include "standin.h"
@@ -340,8 +342,13 @@ static void user_object_destructor(void *data)
     __atomic_add_fetch(&user_objects_destroyed, 1, __ATOMIC_RELAXED);
 }
 
+/* Destructors run on a driver thread some time after the last reference
+ * went (STANDIN_ASYNC=1, as on a GPU): wait for them, boundedly. */
 static void report_user_objects(void)
 {
+    for (int i = 0; i < 5000 && __atomic_load_n(&user_objects_destroyed, __ATOMIC_RELAXED) <
+                                    user_objects_created; i++)
+        usleep(1000);
     printf("user objects destroyed: %d of %d\n",
            __atomic_load_n(&user_objects_destroyed, __ATOMIC_RELAXED), user_objects_created);
 }
@@ -375,6 +382,58 @@ static int run_user_objects(int iters)
                end, attach, inst, launch, destroyed, with_object, sc_checksum(&ctx));
     }
     return 0;
+}
+
+/* Launches left in flight: every iteration captures, instantiates,
+ * launches and destroys without synchronising (a user object on every
+ * third graph), and synchronises only every fifth iteration and at the
+ * end. Under recap the destroyed executable graph is kept and updated for
+ * the next capture while its launch may still run: on a GPU (and on the
+ * stand-in with STANDIN_ASYNC=1) a launch runs the parameters it was given,
+ * so the results must match the run without recap. `inflight_fork` does the
+ * same with a fork/join over two streams and a host function on the second. */
+static int run_inflight(int iters, int fork)
+{
+    struct sc_recipe r;
+    int failures = 0;
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        CUuserObject object = NULL;
+        int rc[8] = {0}, k = 0;
+        if (fork)
+            recipe_fork_join(&r, it);
+        else
+            recipe_params(&r, it);
+        rc[k++] = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        for (int i = 0; i < r.n; i++)
+            rc[k] = rc[k] ? rc[k] : (int)sc_enqueue(&ctx, &r.op[i]);
+        k++;
+        rc[k++] = cuStreamEndCapture(ctx.stream[0], &graph);
+        if (it % 3 == 0) {
+            rc[k] = cuUserObjectCreate(&object, NULL, user_object_destructor, 1,
+                                       CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+            user_objects_created += rc[k] == CUDA_SUCCESS;
+            rc[k] = rc[k] ? rc[k] : (int)cuGraphRetainUserObject(graph, object, 1,
+                                                                  CU_GRAPH_USER_OBJECT_MOVE);
+        }
+        k++;
+        rc[k++] = cuGraphInstantiateWithFlags(&exec, graph, 0);
+        rc[k++] = cuGraphLaunch(exec, ctx.stream[0]);
+        rc[k++] = cuGraphExecDestroy(exec);
+        rc[k++] = cuGraphDestroy(graph);
+        printf("it=%d rc=%d,%d,%d,%d,%d,%d,%d,%d", it, rc[0], rc[1], rc[2], rc[3], rc[4], rc[5],
+               rc[6], rc[7]);
+        for (int i = 0; i < k; i++)
+            failures += rc[i] != 0;
+        if (it % 5 == 4) {
+            int sync = cuStreamSynchronize(ctx.stream[0]);
+            printf(" sync=%d sum=%08x", sync, sc_checksum(&ctx));
+        }
+        printf("\n");
+    }
+    printf("end sync=%d sum=%08x\n", (int)cuStreamSynchronize(ctx.stream[0]), sc_checksum(&ctx));
+    return failures ? 1 : 0;
 }
 
 /* Device memory runs out while recap holds executable graphs: an
@@ -544,6 +603,8 @@ int main(int argc, char **argv)
         rc = run_user_objects(iters);
     else if (!strcmp(name, "alloc_nodes"))
         rc = run_alloc_nodes(iters);
+    else if (!strcmp(name, "inflight") || !strcmp(name, "inflight_fork"))
+        rc = run_inflight(iters, !strcmp(name, "inflight_fork"));
     else if (!strcmp(name, "threads"))
         rc = run_threads(iters);
     else
@@ -556,7 +617,7 @@ int main(int argc, char **argv)
         if (cuMemAlloc(&huge, (size_t)1 << 46) == CUDA_SUCCESS)
             cuMemFree(huge);
     }
-    if (!strcmp(name, "user_objects"))
+    if (!strcmp(name, "user_objects") || !strncmp(name, "inflight", 8))
         report_user_objects();
     sc_write_stats();
     return rc;

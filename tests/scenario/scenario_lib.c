@@ -246,6 +246,7 @@ void sc_write_stats(void)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         fprintf(f, "%s %lu\n", names[i], standin_call_count(names[i]));
     fprintf(f, "misuses %lu\n", standin_misuse_count());
+    fprintf(f, "async %d\n", standin_async());
     fprintf(f, "live_graphs %ld\n", standin_live_objects("graph"));
     fprintf(f, "live_execs %ld\n", standin_live_objects("exec"));
     fprintf(f, "last_misuse %s\n", standin_last_misuse());

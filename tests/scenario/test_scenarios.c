@@ -7,6 +7,11 @@
  * asserts what recap did, from its log and from the stand-in's call counts:
  * that repeat captures were recaptured, that failed recaptures fell back,
  * that instantiation became an update, a delta or nothing.
+ *
+ * The suite runs twice (tests/scenario/meson.build): with the stand-in's
+ * default synchronous execution, and with STANDIN_ASYNC=1, where launches
+ * run on stream workers as on a GPU and lifetimes (executable graphs kept
+ * by recap while launches are in flight, user objects) are exercised.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -32,6 +37,18 @@ struct sc_outcome {
     struct run_result base, recap;
 };
 
+/* Whether the stand-in runs launches asynchronously in this case: the
+ * case's own environment, else the suite's (meson sets STANDIN_ASYNC for
+ * the scenarios-async run; the children do not inherit STANDIN_*). */
+static int sc_async(const struct sc_case *c)
+{
+    const char *v = getenv("STANDIN_ASYNC");
+    for (int i = 0; i < 4 && c->env[i]; i++)
+        if (!strncmp(c->env[i], "STANDIN_ASYNC=", 14))
+            v = c->env[i] + 14;
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 static void sc_spec(const struct sc_case *c, struct run_spec *spec, const char *stats)
 {
     memset(spec, 0, sizeof *spec);
@@ -44,8 +61,13 @@ static void sc_spec(const struct sc_case *c, struct run_spec *spec, const char *
     run_setenv(spec, "STANDIN_DRIVER_VERSION", "%s", c->driver ? c->driver : "13030");
     run_setenv(spec, "STANDIN_RECAPTURE_FAILURE", "%s", c->failure ? c->failure : "call");
     run_setenv(spec, "SCENARIO_STATS", "%s", stats);
-    for (int i = 0; i < 4 && c->env[i]; i++)
+    int own_async = 0;
+    for (int i = 0; i < 4 && c->env[i]; i++) {
         spec->env[i + 3] = c->env[i];
+        own_async |= !strncmp(c->env[i], "STANDIN_ASYNC=", 14);
+    }
+    if (!own_async)
+        run_setenv(spec, "STANDIN_ASYNC", "%d", sc_async(c));
 }
 
 /* Runs both ways and requires identical behaviour. */
@@ -81,6 +103,9 @@ static void sc_compare(const struct sc_case *c, struct sc_outcome *o)
                      o->recap.err);
     cr_assert_eq(run_stat(o->stats, "misuses"), 0, "%s: the stand-in saw misuse under recap: %s",
                  c->name, o->recap.err);
+    int async = sc_async(c);
+    cr_assert_eq(run_stat(o->base_stats, "async"), async, "%s: STANDIN_ASYNC not in effect", c->name);
+    cr_assert_eq(run_stat(o->stats, "async"), async, "%s: STANDIN_ASYNC not in effect", c->name);
 }
 
 static void sc_done(struct sc_outcome *o)
@@ -437,6 +462,36 @@ Test(scenario, memory_nodes_keep_a_site_from_recapture_with_the_reason_once)
     /* Executable updates keep failing on such graphs: recap stops trying. */
     cr_expect_leq(run_log_total(o.log, "update_failures"), 3);
     sc_done(&o);
+}
+
+/* --- launches in flight (always asynchronous) ------------------------------------------ */
+
+/* Executable graphs destroyed with their launch in flight are kept by recap
+ * and updated for the next capture while that launch may still run. */
+static void inflight_case(const char *name)
+{
+    struct sc_case c = { .name = name, .iters = 15, .env = { "STANDIN_ASYNC=1", "SCENARIO_DRAIN=1" } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    /* Graphs holding user objects (every third) are not kept for recapture;
+     * the executable graph is updated in place every time all the same. */
+    cr_expect_geq(captures(&o, "recapture"), 5, "%s", name);
+    cr_expect_eq(instantiations(&o, "update") + instantiations(&o, "delta") +
+                 instantiations(&o, "reuse"), 14, "%s: executable graphs reused in flight", name);
+    cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 1, "%s", name);
+    cr_expect_neq(strstr(o.recap.out, "user objects destroyed: 5 of 5"), NULL, "%s", o.recap.out);
+    cr_expect_neq(strstr(o.recap.out, "end sync=0"), NULL, "%s", o.recap.out);
+    sc_done(&o);
+}
+
+Test(scenario, executables_reused_while_launches_are_in_flight)
+{
+    inflight_case("inflight");
+}
+
+Test(scenario, fork_join_reused_while_launches_are_in_flight)
+{
+    inflight_case("inflight_fork");
 }
 
 /* --- the log of a long run ------------------------------------------------------------ */

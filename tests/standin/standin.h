@@ -24,6 +24,42 @@
  *   STANDIN_DEVICE_MEMORY    bytes of device memory (default 1 GiB); graphs
  *                            and executable graphs are charged for their nodes
  *   STANDIN_REPORT           path: at exit write call counts and live objects as JSON
+ *   STANDIN_ASYNC            1: launches run asynchronously, as on a GPU (default 0)
+ *
+ * Asynchronous mode. By default every operation runs on the calling thread
+ * before the call returns. With STANDIN_ASYNC=1 (or standin_set_async) work
+ * given to a stream outside capture is queued, and one worker thread per
+ * stream runs that stream's queue in order:
+ *   - a kernel launch copies its argument values at the call; a graph launch
+ *     takes a deep copy of the executable graph's node parameters, so a later
+ *     cuGraphExecUpdate or per-node setter changes only later launches;
+ *   - events mark a position in a stream's queue: cuEventQuery answers
+ *     CUDA_ERROR_NOT_READY until it is reached, cuEventSynchronize,
+ *     cuStreamSynchronize, cuCtxSynchronize and the blocking copies and
+ *     memsets wait for real, cuStreamWaitEvent makes the waiting stream's
+ *     worker wait; cuStreamQuery answers NOT_READY while work is queued;
+ *   - the legacy NULL stream waits for every blocking stream (and the
+ *     per-thread default stream) and they wait for it; non-blocking streams
+ *     are independent of it;
+ *   - kernels and host functions (cuLaunchHostFunc, host nodes) run on the
+ *     worker, without the stand-in's lock held;
+ *   - a copy to or from pageable (not cuMemAllocHost) host memory returns
+ *     once done; cuMemFreeAsync frees when the stream reaches it;
+ *   - failures of queued work are returned by the next synchronisation of
+ *     that stream (or of the context).
+ * Lifetimes follow the driver documentation: cuGraphExecDestroy,
+ * cuStreamDestroy and cuEventDestroy return at once and the resources go when
+ * the work in flight completes; an executable graph's launches hold its user
+ * objects, and a user object's destructor runs on a stand-in thread (never
+ * the caller's, never under the stand-in's lock) after the last reference
+ * went, including the references of launches in flight. Misuses a GPU would
+ * punish silently are made loud (written on stderr with "standin: async:"
+ * and counted as misuses): cuMemFree or cuMemFreeHost of memory that queued
+ * work still uses (a pointer-sized kernel argument, a copy or memset
+ * address), which the stand-in then waits for; a launch of a kernel whose
+ * module was unloaded meanwhile. A program relying on cuMemFree to
+ * synchronise (undocumented) is flagged. At exit, and at cuCtxDestroy for its streams, queued work is drained
+ * and the threads are joined.
  */
 #ifndef STANDIN_H
 #define STANDIN_H
@@ -91,6 +127,14 @@ void standin_set_null_callback_accepted(int accepted);
  * STANDIN_DEVICE_MEMORY, for tests. */
 void standin_set_recapture_error_node(unsigned long nth);
 void standin_set_device_memory(size_t bytes);
+
+/* STANDIN_ASYNC for tests: switching off first waits for all queued work
+ * and due destructors and ends the worker threads. standin_async tells
+ * whether the mode is on. standin_async_drain waits for all queued work and
+ * every due user-object destructor (what a test needs before counting). */
+void standin_set_async(int on);
+int standin_async(void);
+void standin_async_drain(void);
 
 /* Sets the value of a conditional handle, as a kernel would with
  * cudaGraphSetConditional (callable from inside a kernel). Returns 0, or -1

@@ -120,6 +120,7 @@ CUresult si_capture_add_node(struct si_stream *s, struct si_params *p, struct si
 CUresult si_submit(struct si_stream *s, struct si_params *p, struct si_node **node_out)
 {
     if (s->cap) return si_capture_add_node(s, p, node_out);
+    if (si_async_active()) return si_async_submit(s, p);
     CUresult rc = si_params_run(p, s);
     si_params_free(p);
     return rc;

@@ -195,6 +195,7 @@ static CUresult ctx_destroy(CUcontext ctx)
     CUresult rc = si_get(ctx, SI_CONTEXT, &c);
     if (rc) return rc;
     if (c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+    if (si_async_active()) si_async_end_context(c); /* its queued work, then its workers */
     ctx_unbind(c);
     si_obj_kill(c);
     return CUDA_SUCCESS;
@@ -265,8 +266,9 @@ SI_API(cuCtxGetDevice_v2, (CUdevice *device, CUcontext ctx), ctx_get_device(devi
 
 /* Synchronising a context encompasses every stream in it: while any of them
  * captures this is invalid whatever the capture mode (CUDA programming guide,
- * "Prohibited and Unhandled Operations"). Work is synchronous here, so a
- * permitted synchronisation has nothing to wait for. */
+ * "Prohibited and Unhandled Operations"). In synchronous mode a permitted
+ * synchronisation has nothing to wait for; in asynchronous mode it waits for
+ * every queue of the context. */
 static CUresult ctx_synchronize(CUcontext ctx)
 {
     struct si_context *c;
@@ -277,7 +279,7 @@ static CUresult ctx_synchronize(CUcontext ctx)
             si_capture_invalidate(cap, "context synchronised during capture");
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    return CUDA_SUCCESS;
+    return si_async_active() ? si_async_sync_all(c) : CUDA_SUCCESS;
 }
 
 SI_API(cuCtxSynchronize, (void), ctx_synchronize(NULL))

@@ -234,15 +234,17 @@ void si_misuse(const char *fmt, ...)
     si.misuses++;
 }
 
+/* A stream worker runs user code without si.lock, as a GPU runs kernels
+ * and host functions while the program goes on making driver calls. */
 void si_user_code_begin(const char *what)
 {
-    si_tls.user_code_depth++;
+    if (si_tls.user_code_depth++ == 0 && si_tls.worker) pthread_mutex_unlock(&si.lock);
     si_tls.user_code_what = what;
 }
 
 void si_user_code_end(void)
 {
-    si_tls.user_code_depth--;
+    if (--si_tls.user_code_depth == 0 && si_tls.worker) pthread_mutex_lock(&si.lock);
 }
 
 unsigned long si_next_visit(void)
@@ -410,6 +412,7 @@ static void state_setup(void)
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&si.lock, &attr);
     pthread_mutexattr_destroy(&attr);
+    pthread_cond_init(&si.progress, NULL);
 
     const char *v;
     si.driver_version = 13030;
@@ -424,6 +427,7 @@ static void state_setup(void)
     if ((v = getenv("STANDIN_RECAPTURE_ERROR_NODE"))) si.error_node = strtoul(v, NULL, 10);
     if ((v = getenv("STANDIN_DEVICE_MEMORY"))) si.capacity = parse_bytes(v, si.capacity);
     if ((v = getenv("STANDIN_FAULTS"))) parse_faults(v);
+    if ((v = getenv("STANDIN_ASYNC"))) si.async = *v && strcmp(v, "0") != 0;
     if ((v = getenv("STANDIN_REPORT")) && *v) {
         si.report_path = si_strdup(v);
         atexit(write_report);

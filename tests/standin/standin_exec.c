@@ -176,40 +176,43 @@ struct si_exec_node *si_exec_find(struct si_exec *e, const struct si_node *key)
 /* ------------------------------------------------------------------ */
 /* Execution.                                                          */
 
-static CUresult run_exec(struct si_exec *e, struct si_stream *s);
+/* mem_nodes: whether alloc and free nodes change their allocation's state
+ * as they run (a synchronous launch) or did so at submission (async). */
+static CUresult run_exec(struct si_exec *e, struct si_stream *s, bool mem_nodes);
 
-static CUresult run_conditional(struct si_exec_node *en, struct si_stream *s)
+static CUresult run_conditional(struct si_exec_node *en, struct si_stream *s, bool mem_nodes)
 {
     struct si_cond_handle *h = si_cond_handle_find(en->p.np.conditional.handle);
     CUresult rc = CUDA_SUCCESS;
     if (!h) return CUDA_ERROR_INVALID_VALUE;
     switch (en->p.np.conditional.type) {
     case CU_GRAPH_COND_TYPE_IF:
-        if (h->value) rc = run_exec(en->bodies[0], s);
-        else if (en->nbodies == 2) rc = run_exec(en->bodies[1], s);
+        if (h->value) rc = run_exec(en->bodies[0], s, mem_nodes);
+        else if (en->nbodies == 2) rc = run_exec(en->bodies[1], s, mem_nodes);
         return rc;
     case CU_GRAPH_COND_TYPE_SWITCH:
-        return h->value < en->nbodies ? run_exec(en->bodies[h->value], s) : CUDA_SUCCESS;
+        return h->value < en->nbodies ? run_exec(en->bodies[h->value], s, mem_nodes) : CUDA_SUCCESS;
     default:
         for (unsigned i = 0; h->value && !rc; i++) {
             if (i == SI_WHILE_LIMIT) return CUDA_ERROR_LAUNCH_TIMEOUT;
-            rc = run_exec(en->bodies[0], s);
+            rc = run_exec(en->bodies[0], s, mem_nodes);
+            if (!(h = si_cond_handle_find(en->p.np.conditional.handle))) return CUDA_ERROR_INVALID_VALUE;
         }
         return rc;
     }
 }
 
-static CUresult run_exec(struct si_exec *e, struct si_stream *s)
+static CUresult run_exec(struct si_exec *e, struct si_stream *s, bool mem_nodes)
 {
     for (size_t k = 0; k < e->n; k++) {
         struct si_exec_node *en = &e->nodes[e->order[k]];
         CUresult rc = CUDA_SUCCESS;
         if (!en->enabled) continue; /* a disabled node acts as an empty node */
         switch (en->p.np.type) {
-        case CU_GRAPH_NODE_TYPE_GRAPH: rc = run_exec(en->child, s); break;
-        case CU_GRAPH_NODE_TYPE_CONDITIONAL: rc = run_conditional(en, s); break;
-        case CU_GRAPH_NODE_TYPE_MEM_ALLOC: en->p.alloc->graph_live = true; break;
-        case CU_GRAPH_NODE_TYPE_MEM_FREE: en->p.alloc->graph_live = false; break;
+        case CU_GRAPH_NODE_TYPE_GRAPH: rc = run_exec(en->child, s, mem_nodes); break;
+        case CU_GRAPH_NODE_TYPE_CONDITIONAL: rc = run_conditional(en, s, mem_nodes); break;
+        case CU_GRAPH_NODE_TYPE_MEM_ALLOC: if (mem_nodes) en->p.alloc->graph_live = true; break;
+        case CU_GRAPH_NODE_TYPE_MEM_FREE: if (mem_nodes) en->p.alloc->graph_live = false; break;
         default: rc = si_params_run(&en->p, s); break;
         }
         if (rc) return rc;
@@ -230,7 +233,7 @@ static void reset_conditionals(struct si_exec *e)
     }
 }
 
-CUresult si_exec_launch(struct si_exec *e, struct si_stream *s)
+static CUresult launch_check_allocs(struct si_exec *e)
 {
     for (size_t i = 0; i < e->n; i++) {
         struct si_exec_node *en = &e->nodes[i];
@@ -238,8 +241,101 @@ CUresult si_exec_launch(struct si_exec *e, struct si_stream *s)
         if (!(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)) return CUDA_ERROR_INVALID_VALUE;
         en->p.alloc->graph_live = false;
     }
+    return CUDA_SUCCESS;
+}
+
+CUresult si_exec_launch(struct si_exec *e, struct si_stream *s)
+{
+    CUresult rc = launch_check_allocs(e);
+    if (rc) return rc;
     reset_conditionals(e);
-    return run_exec(e, s);
+    return run_exec(e, s, true);
+}
+
+/* Memory nodes sit at the top level only (the driver refuses them in child
+ * graphs and conditional bodies): their state follows submission order. */
+CUresult si_exec_launch_prepare(struct si_exec *e)
+{
+    CUresult rc = launch_check_allocs(e);
+    if (rc) return rc;
+    for (size_t k = 0; k < e->n; k++) {
+        struct si_exec_node *en = &e->nodes[e->order[k]];
+        if (!en->enabled) continue;
+        if (en->p.np.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) en->p.alloc->graph_live = true;
+        if (en->p.np.type == CU_GRAPH_NODE_TYPE_MEM_FREE) en->p.alloc->graph_live = false;
+    }
+    return CUDA_SUCCESS;
+}
+
+struct si_exec *si_exec_snapshot(const struct si_exec *e)
+{
+    struct si_exec *c = si_calloc(1, sizeof(*c));
+    c->flags = e->flags;
+    c->n = e->n;
+    c->nodes = si_calloc(e->n, sizeof(*c->nodes));
+    c->order = si_calloc(e->n, sizeof(size_t));
+    memcpy(c->order, e->order, e->n * sizeof(size_t));
+    for (size_t i = 0; i < e->n; i++) {
+        const struct si_exec_node *en = &e->nodes[i];
+        struct si_exec_node *cn = &c->nodes[i];
+        cn->key = en->key;
+        cn->enabled = en->enabled;
+        si_params_copy(&cn->p, &en->p);
+        cn->ndeps = en->ndeps;
+        cn->deps = si_calloc(en->ndeps, sizeof(size_t));
+        memcpy(cn->deps, en->deps, en->ndeps * sizeof(size_t));
+        if (en->child) cn->child = si_exec_snapshot(en->child);
+        cn->nbodies = en->nbodies;
+        for (unsigned b = 0; b < en->nbodies; b++) cn->bodies[b] = si_exec_snapshot(en->bodies[b]);
+    }
+    return c;
+}
+
+CUresult si_exec_run_snapshot(struct si_exec *snap, struct si_stream *s)
+{
+    reset_conditionals(snap);
+    return run_exec(snap, s, false);
+}
+
+/* Event nodes of an asynchronous launch: a record completes with the launch,
+ * a wait holds the whole launch back (both coarser than a GPU, never
+ * looser). */
+static void launch_events(const struct si_exec *e, struct si_stream *s, struct si_work *w,
+                          unsigned long long seq)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        const struct si_exec_node *en = &e->nodes[i];
+        struct si_event *ev = NULL;
+        if (en->child) launch_events(en->child, s, w, seq);
+        if (!en->enabled) continue;
+        if (en->p.np.type == CU_GRAPH_NODE_TYPE_EVENT_RECORD && seq) {
+            ev = (struct si_event *)en->p.np.eventRecord.event;
+            ev->at_stream = s;
+            ev->at_seq = seq;
+            ev->recorded = true;
+            ev->cap_id = 0;
+        } else if (en->p.np.type == CU_GRAPH_NODE_TYPE_WAIT_EVENT && !seq) {
+            ev = (struct si_event *)en->p.np.eventWait.event;
+            if (ev->at_stream) si_work_wait_on(w, ev->at_stream, ev->at_seq);
+        }
+    }
+}
+
+static CUresult launch_async(struct si_exec *e, struct si_stream *s)
+{
+    CUresult rc = si_exec_launch_prepare(e);
+    if (rc) return rc;
+    struct si_work *w = si_work_new(SI_WORK_GRAPH);
+    w->snap = si_exec_snapshot(e);
+    w->exec = e;
+    e->inflight++;
+    for (size_t i = 0; i < e->urefs.n; i++) { /* the launch holds the objects until it ends */
+        ((struct si_user_object *)e->urefs.v[i])->refs++;
+        si_vec_push(&w->urefs, e->urefs.v[i]);
+    }
+    launch_events(e, s, w, 0);           /* waits, before the item is queued */
+    launch_events(e, s, w, si_async_enqueue(s, w)); /* records, at its position */
+    return CUDA_SUCCESS;
 }
 
 /* An executable graph launched into a capturing stream becomes a child
@@ -284,7 +380,7 @@ static CUresult graph_launch(CUgraphExec hExec, CUstream hStream, bool ptsz)
     struct si_stream *s;
     CUresult rc = si_get(hExec, SI_EXEC, &e);
     if (rc || (rc = si_stream_get(hStream, ptsz, &s)) || (rc = si_capture_gate(s))) return rc;
-    if (!s->cap) return si_exec_launch(e, s);
+    if (!s->cap) return si_async_active() ? launch_async(e, s) : si_exec_launch(e, s);
     struct si_params p = {.np.type = CU_GRAPH_NODE_TYPE_GRAPH};
     if ((rc = exec_to_graph(e, &p.child))) return rc;
     p.np.graph.graph = (CUgraph)p.child;
@@ -403,6 +499,13 @@ static CUresult exec_destroy(CUgraphExec hExec)
     if (e->h.state == SI_DEAD) {
         si_misuse("cuGraphExecDestroy of an executable graph already destroyed (%p)", (void *)e);
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (e->inflight > 0) { /* allowed: freed when its last launch completes */
+        if (e->has_alloc && e->src) e->src->alloc_execs--; /* the graph may be instantiated again */
+        e->has_alloc = false;
+        si_obj_kill(e);
+        e->free_deferred = true;
+        return CUDA_SUCCESS;
     }
     si_exec_free(e);
     return CUDA_SUCCESS;

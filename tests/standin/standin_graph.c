@@ -32,7 +32,9 @@ static void user_object_destroy(struct si_user_object *u)
 void si_user_object_release(struct si_user_object *u, long count)
 {
     u->refs -= count;
-    if (u->refs <= 0) user_object_destroy(u);
+    if (u->refs > 0) return;
+    if (si_async_active()) si_async_destroy_user_object(u);
+    else user_object_destroy(u);
 }
 
 void si_graph_release_user_objects(struct si_graph *g)

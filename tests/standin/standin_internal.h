@@ -18,6 +18,11 @@
  *   aliasing a new object. Payloads (parameters, arrays) are freed.
  * - Every handle ever created is in the registry, so a pointer from the
  *   program is dereferenced only after it was found there.
+ * - Asynchronous mode (STANDIN_ASYNC, standin_async.c): each stream's
+ *   worker thread takes si.lock to run the head of its queue and lets go of
+ *   it only around user code (si_user_code_begin/end) and in
+ *   pthread_cond_wait on si.progress. Nobody waits on si.progress holding
+ *   si.lock more than once (the recursion is only for the control API).
  */
 #ifndef STANDIN_INTERNAL_H
 #define STANDIN_INTERNAL_H
@@ -142,8 +147,22 @@ enum si_stream_kind { SI_STREAM_USER, SI_STREAM_LEGACY, SI_STREAM_PER_THREAD };
 
 struct si_capture;
 
+/* Asynchronous mode: a stream's queue. `submitted` and `completed` count
+ * items; an item's position (its seq) is done once completed >= seq. */
+struct si_work;
+struct si_queue {
+    struct si_work *head, *tail; /* head: running or next to run */
+    unsigned long long submitted, completed;
+    pthread_t worker;
+    bool has_worker;             /* a worker thread runs this queue */
+    bool stop;                   /* worker: end once the queue is empty */
+    bool listed;                 /* in si.queues */
+    CUresult error;              /* first failure of queued work, for the next synchronisation */
+};
+
 struct si_stream {
     struct si_obj h;
+    struct si_queue q;
     enum si_stream_kind skind;
     unsigned flags;
     int priority;
@@ -161,6 +180,9 @@ struct si_event {
     double time_ms;
     unsigned long long cap_id; /* nonzero: last recorded in that capture */
     struct si_vec cap_deps;    /* the capture's dependencies at that record */
+    struct si_stream *at_stream; /* async: the queue position of the last record */
+    unsigned long long at_seq;
+    unsigned long gen;         /* async: counts records, so a stale one sets no time */
 };
 
 struct si_user_object {
@@ -180,6 +202,7 @@ struct si_alloc {
     int refs;        /* SI_MEM_GRAPH: the alloc node and executable graphs */
     bool graph_live; /* SI_MEM_GRAPH: allocated by a launch, not yet freed */
     bool async;      /* from cuMemAllocAsync outside capture */
+    bool free_queued; /* async mode: a cuMemFreeAsync of it waits in a queue */
 };
 struct si_alloc *si_mem_find(uintptr_t addr);          /* containing addr */
 struct si_alloc *si_mem_find_range(uintptr_t addr, size_t len, bool device_only);
@@ -307,8 +330,16 @@ struct si_exec {
     size_t charged;
     struct si_graph *src;
     bool has_alloc, has_device_launch;
+    long inflight;      /* async: launches queued or running */
+    bool free_deferred; /* async: destroyed while launches were in flight */
 };
 CUresult si_exec_launch(struct si_exec *e, struct si_stream *s);
+/* Async launches: the checks and memory-node bookkeeping a launch does at
+ * submission, a private deep copy to run (a later update or destroy cannot
+ * touch it), and running that copy on a worker. */
+CUresult si_exec_launch_prepare(struct si_exec *e);
+struct si_exec *si_exec_snapshot(const struct si_exec *e);
+CUresult si_exec_run_snapshot(struct si_exec *snap, struct si_stream *s);
 struct si_exec_node *si_exec_find(struct si_exec *e, const struct si_node *key);
 /* Builds the executable form of g (nested: not a program handle). */
 CUresult si_exec_build(struct si_graph *g, unsigned long long flags, bool nested,
@@ -374,6 +405,55 @@ CUresult si_recapture_fail(struct si_capture *c, const char *why);
 double si_now_ms(void);
 
 /* ------------------------------------------------------------------ */
+/* Asynchronous execution (standin_async.c).                           */
+
+enum si_work_kind { SI_WORK_OP, SI_WORK_GRAPH, SI_WORK_EVENT, SI_WORK_WAIT, SI_WORK_FREE };
+struct si_wait_point {
+    struct si_stream *s;
+    unsigned long long seq;
+};
+struct si_work {
+    enum si_work_kind kind;
+    struct si_params p;              /* OP: owned parameters (kernel arguments copied) */
+    struct si_exec *snap, *exec;     /* GRAPH: the copy that runs; the launched exec */
+    struct si_vec urefs;             /* GRAPH: user-object references the launch holds */
+    struct si_event *ev;             /* EVENT */
+    unsigned long gen;
+    struct si_alloc *alloc;          /* FREE: memory freed when the item runs */
+    struct si_wait_point *waits;     /* positions of other queues to wait for */
+    size_t nwaits;
+    unsigned long long seq;
+    struct si_work *next;
+};
+
+bool si_async_active(void);
+struct si_work *si_work_new(enum si_work_kind kind);
+void si_work_wait_on(struct si_work *w, struct si_stream *s, unsigned long long seq);
+/* Appends to s's queue (adding the legacy stream's implicit waits), starts
+ * its worker if needed, and returns the item's position (w may be freed by
+ * its worker as soon as the caller lets go of si.lock). */
+unsigned long long si_async_enqueue(struct si_stream *s, struct si_work *w);
+/* si_submit's asynchronous path: queues an operation (takes p). */
+CUresult si_async_submit(struct si_stream *s, struct si_params *p);
+bool si_async_done(const struct si_stream *s, unsigned long long seq);
+void si_async_wait_point(struct si_stream *s, unsigned long long seq);
+/* Waits for everything queued on s so far (legacy stream: and on every
+ * blocking stream); returns and clears the first failure of that work. */
+CUresult si_async_sync_stream(struct si_stream *s);
+CUresult si_async_query_stream(struct si_stream *s);
+CUresult si_async_sync_all(struct si_context *ctx);
+/* cuCtxDestroy: waits for the context's streams and ends their workers. */
+void si_async_end_context(struct si_context *ctx);
+/* A user object whose last reference went: destroyed on the stand-in's
+ * release thread, never under si.lock. */
+void si_async_destroy_user_object(struct si_user_object *u);
+/* cuMemFree of memory that queued work still uses: a violation, then a
+ * wait for that work. Returns false if the allocation vanished meanwhile. */
+bool si_async_before_free(uintptr_t base, const char *who);
+/* A misuse a GPU would punish silently: counted and written on stderr. */
+void si_violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------------ */
 /* Process-wide state.                                                 */
 
 enum si_surface { SI_SURFACE_CALL, SI_SURFACE_LATER, SI_SURFACE_END };
@@ -393,6 +473,7 @@ struct si_thread {
     struct si_stream *per_thread;
     int user_code_depth;
     const char *user_code_what;
+    bool worker; /* a stream worker: lets go of si.lock while user code runs */
 };
 extern __thread struct si_thread si_tls;
 
@@ -418,6 +499,17 @@ struct si_state {
     struct si_vec cond_handles;
     struct si_context *primary;
     struct si_stream *legacy;
+    /* Asynchronous mode. */
+    bool async;              /* STANDIN_ASYNC: launches run on stream workers */
+    bool async_closed;       /* after the exit drain: work runs synchronously again */
+    bool async_stopping;     /* the exit drain asks workers and the releaser to end */
+    pthread_cond_t progress; /* with lock: a queue moved, work arrived, a release is due */
+    struct si_vec queues;    /* streams whose queue was ever used */
+    struct si_vec reap;      /* boxed pthread_t of ended threads, to join */
+    struct si_vec releases;  /* user objects whose destructor is due */
+    bool has_releaser;
+    pthread_t releaser;
+    unsigned long releases_running;
 };
 extern struct si_state si;
 

@@ -126,7 +126,12 @@ static CUresult free_device(CUdeviceptr dptr, const char *who)
         a->graph_live = false;
         return CUDA_SUCCESS;
     }
-    si_mem_release(a);
+    if (a->free_queued) { /* a cuMemFreeAsync of it is still queued */
+        si_misuse("%s of device memory already freed (%#llx)", who, (unsigned long long)dptr);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (si_async_active() && !si_async_before_free(a->base, who)) return CUDA_ERROR_INVALID_VALUE;
+    si_mem_release(si_mem_find((uintptr_t)dptr)); /* found again: the check may have waited */
     return CUDA_SUCCESS;
 }
 
@@ -184,7 +189,8 @@ static CUresult mem_free_host(void *p)
     if (rc) return rc;
     struct si_alloc *a = si_mem_find((uintptr_t)p);
     if (!a || a->kind != SI_MEM_HOST || a->base != (uintptr_t)p) return CUDA_ERROR_INVALID_VALUE;
-    si_mem_release(a);
+    if (si_async_active() && !si_async_before_free(a->base, "cuMemFreeHost")) return CUDA_ERROR_INVALID_VALUE;
+    si_mem_release(si_mem_find((uintptr_t)p)); /* found again: the check may have waited */
     return CUDA_SUCCESS;
 }
 
@@ -223,12 +229,26 @@ static CUresult mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hSt
     return CUDA_SUCCESS;
 }
 
+/* Asynchronous mode: the memory goes when the stream reaches the free. */
+static CUresult free_async(struct si_stream *s, CUdeviceptr dptr)
+{
+    struct si_alloc *a = si_mem_find((uintptr_t)dptr);
+    if (!a || a->base != (uintptr_t)dptr || a->kind != SI_MEM_DEVICE || a->free_queued)
+        return free_device(dptr, "cuMemFreeAsync"); /* graph memory, or an error */
+    struct si_work *w = si_work_new(SI_WORK_FREE);
+    a->free_queued = true;
+    w->alloc = a;
+    si_async_enqueue(s, w);
+    return CUDA_SUCCESS;
+}
+
 static CUresult mem_free_async(CUdeviceptr dptr, CUstream hStream, bool ptsz)
 {
     struct si_stream *s;
     CUresult rc = si_stream_get(hStream, ptsz, &s);
     if (rc) return rc;
     if ((rc = si_capture_gate(s))) return rc;
+    if (!s->cap && si_async_active()) return free_async(s, dptr);
     if (!s->cap) return free_device(dptr, "cuMemFreeAsync");
     struct si_params p = {0};
     CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE};
@@ -344,6 +364,10 @@ static CUresult run_sync(bool ptds, const char *what,
     if ((rc = si_sync_default_stream(ptds, what, &s))) return rc;
     CUgraphNodeParams np = make(arg, ctx);
     if ((rc = si_params_build(&p, &np, ctx))) return rc;
+    if (si_async_active()) { /* queued behind the default stream's work, then waited for */
+        si_async_submit(s, &p);
+        return si_async_sync_stream(s);
+    }
     rc = si_params_run(&p, s);
     si_params_free(&p);
     return rc;

@@ -448,7 +448,8 @@ static CUresult run_kernel(const struct si_params *p)
 {
     const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->np.kernel;
     if (p->func->h.state != SI_LIVE) {
-        si_misuse("launch of a kernel whose module or library was unloaded");
+        if (si_tls.worker) si_violation("a queued kernel's module or library was unloaded before it ran");
+        else si_misuse("launch of a kernel whose module or library was unloaded");
         return CUDA_ERROR_INVALID_HANDLE;
     }
     struct standin_dims dims = {{k->gridDimX, k->gridDimY, k->gridDimZ},

@@ -4,10 +4,12 @@
  * Owns: stream handles (user streams, the legacy stream, each thread's
  * per-thread default stream), stream creation, destruction, queries and
  * synchronisation, and events (creation, record, wait, query,
- * synchronisation, timing). Execution is synchronous, so a stream that is
- * not capturing is always idle and an event recorded outside capture is
- * always complete. Must never: decide how capture treats an event record or
- * wait (the capture module does), or run work.
+ * synchronisation, timing). In the default synchronous mode a stream that
+ * is not capturing is always idle and an event recorded outside capture is
+ * always complete; in asynchronous mode (standin_async.c) an event marks a
+ * position in a stream's queue and the waits here wait for it. Must never:
+ * decide how capture treats an event record or wait (the capture module
+ * does), or run work.
  */
 #include "standin_internal.h"
 
@@ -91,6 +93,8 @@ static CUresult stream_destroy(CUstream hStream)
     free(s->zero_edges);
     s->zero_edges = NULL;
     si_obj_kill(s);
+    /* Work still queued runs to completion; then its worker ends. */
+    if (s->q.has_worker) pthread_cond_broadcast(&si.progress);
     return CUDA_SUCCESS;
 }
 
@@ -114,22 +118,23 @@ SI_API(cuStreamGetPriority_ptsz, (CUstream h, int *priority), stream_flags(h, tr
 
 /* Synchronising or querying a capturing stream is invalid: it does not
  * represent work scheduled for execution. */
-static CUresult stream_wait_idle(CUstream hStream, bool ptsz, const char *what)
+static CUresult stream_wait_idle(CUstream hStream, bool ptsz, bool query)
 {
     struct si_stream *s;
     CUresult rc = si_stream_get(hStream, ptsz, &s);
     if (rc || (rc = si_capture_gate(s))) return rc;
     if (s->cap) {
-        si_capture_invalidate(s->cap, what);
+        si_capture_invalidate(s->cap, query ? "capturing stream queried" : "capturing stream synchronised");
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    return CUDA_SUCCESS;
+    if (!si_async_active()) return CUDA_SUCCESS;
+    return query ? si_async_query_stream(s) : si_async_sync_stream(s);
 }
 
-SI_API(cuStreamSynchronize, (CUstream s), stream_wait_idle(s, false, "capturing stream synchronised"))
-SI_API(cuStreamSynchronize_ptsz, (CUstream s), stream_wait_idle(s, true, "capturing stream synchronised"))
-SI_API(cuStreamQuery, (CUstream s), stream_wait_idle(s, false, "capturing stream queried"))
-SI_API(cuStreamQuery_ptsz, (CUstream s), stream_wait_idle(s, true, "capturing stream queried"))
+SI_API(cuStreamSynchronize, (CUstream s), stream_wait_idle(s, false, false))
+SI_API(cuStreamSynchronize_ptsz, (CUstream s), stream_wait_idle(s, true, false))
+SI_API(cuStreamQuery, (CUstream s), stream_wait_idle(s, false, true))
+SI_API(cuStreamQuery_ptsz, (CUstream s), stream_wait_idle(s, true, true))
 
 /* ------------------------------------------------------------------ */
 /* Events.                                                             */
@@ -157,7 +162,7 @@ static CUresult event_destroy(CUevent hEvent)
     CUresult rc = si_get(hEvent, SI_EVENT, &ev);
     if (rc) return rc;
     si_vec_free(&ev->cap_deps);
-    si_obj_kill(ev);
+    si_obj_kill(ev); /* a record still queued completes all the same (the header stays) */
     return CUDA_SUCCESS;
 }
 
@@ -178,6 +183,14 @@ static CUresult event_record(CUevent hEvent, CUstream hStream, unsigned flags, b
     ev->time_ms = si_now_ms();
     ev->cap_id = 0;
     ev->cap_deps.n = 0;
+    ev->gen++;
+    if (si_async_active()) { /* completes, and takes its time, when the stream reaches it */
+        struct si_work *w = si_work_new(SI_WORK_EVENT);
+        w->ev = ev;
+        w->gen = ev->gen;
+        ev->at_stream = s;
+        ev->at_seq = si_async_enqueue(s, w);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -199,7 +212,12 @@ static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, unsigned fla
         return si_capture_event_wait(s, ev, flags);
     if (flags & CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE; /* only in capture */
     if (ev->cap_id) return CUDA_ERROR_CAPTURED_EVENT; /* its capture has ended */
-    return CUDA_SUCCESS; /* everything recorded has already run */
+    if (!si_async_active() || !ev->at_stream || si_async_done(ev->at_stream, ev->at_seq))
+        return CUDA_SUCCESS; /* everything recorded has already run */
+    struct si_work *w = si_work_new(SI_WORK_WAIT);
+    si_work_wait_on(w, ev->at_stream, ev->at_seq);
+    si_async_enqueue(s, w);
+    return CUDA_SUCCESS;
 }
 
 SI_API(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned int flags), stream_wait_event(s, e, flags, false))
@@ -221,7 +239,14 @@ static CUresult event_synchronize(CUevent hEvent)
     CUresult rc = si_get(hEvent, SI_EVENT, &ev);
     if (rc) return rc;
     if (ev->cap_id) return captured_event_use(ev, "captured event synchronised");
-    return si_capture_unsafe_call("cuEventSynchronize");
+    if ((rc = si_capture_unsafe_call("cuEventSynchronize"))) return rc;
+    if (si_async_active() && ev->at_stream) si_async_wait_point(ev->at_stream, ev->at_seq);
+    return CUDA_SUCCESS;
+}
+
+static bool event_pending(const struct si_event *ev)
+{
+    return si_async_active() && ev->at_stream && !si_async_done(ev->at_stream, ev->at_seq);
 }
 
 static CUresult event_query(CUevent hEvent)
@@ -230,7 +255,7 @@ static CUresult event_query(CUevent hEvent)
     CUresult rc = si_get(hEvent, SI_EVENT, &ev);
     if (rc) return rc;
     if (ev->cap_id) return captured_event_use(ev, "captured event queried");
-    return CUDA_SUCCESS;
+    return event_pending(ev) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 SI_API(cuEventSynchronize, (CUevent e), event_synchronize(e))
@@ -245,6 +270,7 @@ static CUresult event_elapsed(float *ms, CUevent hStart, CUevent hEnd)
     if (a->cap_id || b->cap_id) return CUDA_ERROR_CAPTURED_EVENT;
     if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
     if (!a->recorded || !b->recorded) return CUDA_ERROR_INVALID_HANDLE;
+    if (event_pending(a) || event_pending(b)) return CUDA_ERROR_NOT_READY;
     *ms = (float)(b->time_ms - a->time_ms);
     return CUDA_SUCCESS;
 }

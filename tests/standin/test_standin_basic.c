@@ -184,6 +184,7 @@ Test(basic, kernels_params_and_extra, .init = setup)
 {
     size_t off, size;
     CK(launch_int(fx.fill, fx.s1, fx.buf, 9));
+    CK(cuStreamSynchronize(fx.s1)); /* s1 is non-blocking: the NULL stream does not wait for it */
     CK(launch_int(fx.add, NULL, fx.buf, 2));
     cr_assert_eq(read_int(fx.buf, N - 1), 11);
     size_t expect_off[] = {0, 8, 16, 24}, expect_size[] = {1, 8, 2, 8};
@@ -255,6 +256,7 @@ Test(basic, host_functions_run_inline_and_may_not_call_cuda, .init = setup)
     int inc = 3;
     unsigned long misuses = standin_misuse_count();
     CK(cuLaunchHostFunc(fx.s1, host_fn, &inc));
+    standin_async_drain(); /* STANDIN_ASYNC=1: it runs on the stream's worker */
     cr_assert_eq(host_runs, 3);
     cr_assert_eq(from_host_fn, CUDA_ERROR_NOT_PERMITTED);
     cr_assert_eq(standin_misuse_count(), misuses + 1);
@@ -272,8 +274,8 @@ Test(basic, events, .init = setup)
     CK(cuEventRecord(a, fx.s1));
     CK(launch_int(fx.fill, fx.s1, fx.buf, 1));
     CK(cuEventRecord(b, fx.s1));
-    CK(cuEventQuery(b));
     CK(cuEventSynchronize(b));
+    CK(cuEventQuery(b));
     CK(cuEventElapsedTime(&ms, a, b));
     cr_assert(ms >= 0);
     CK(cuEventRecord(nt, fx.s1));

@@ -38,6 +38,7 @@ Test(capture, capture_launch_matches_eager, .init = setup)
 {
     int eager[N], eager2[N];
     work(fx.s1);
+    standin_async_drain();
     memcpy(eager, dev_ints(fx.buf), sizeof(eager));
     memcpy(eager2, dev_ints(fx.buf2), sizeof(eager2));
     CK(cuMemsetD32(fx.buf, 0, N));
@@ -48,6 +49,7 @@ Test(capture, capture_launch_matches_eager, .init = setup)
     CK(cuGraphGetNodes(g, NULL, &n));
     cr_assert_eq(n, 4);
     run_graph(g, fx.s1);
+    standin_async_drain();
     cr_assert_arr_eq(dev_ints(fx.buf), eager, sizeof(eager));
     cr_assert_arr_eq(dev_ints(fx.buf2), eager2, sizeof(eager2));
     CK(cuGraphDestroy(g));
@@ -452,7 +454,8 @@ static void *capture_loop(void *p)
         if (cuStreamBeginCapture(w->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) ||
             cuLaunchKernel(fx.fill, 1, 1, 1, 1, 1, 1, 0, w->s, args, NULL) ||
             cuStreamEndCapture(w->s, &g) || cuGraphInstantiate(&e, g, 0) || cuGraphLaunch(e, w->s) ||
-            cuGraphExecDestroy(e) || cuGraphDestroy(g) || dev_ints(w->buf)[N - 1] != v)
+            cuGraphExecDestroy(e) || cuGraphDestroy(g) || cuStreamSynchronize(w->s) ||
+            dev_ints(w->buf)[N - 1] != v)
             w->failures++;
     }
     return NULL;

@@ -123,8 +123,11 @@ typedef CUresult (*instantiate_v1_fn)(CUgraphExec *, CUgraph, CUgraphNode *, cha
 typedef CUresult (*exec_update_v1_fn)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
 typedef CUresult (*capture_info_v1_fn)(CUstream, CUstreamCaptureStatus *, cuuint64_t *);
 
+/* Reads device memory as a test on a GPU would after synchronising: in
+ * asynchronous mode (STANDIN_ASYNC=1) queued work is waited for first. */
 static inline int read_int(CUdeviceptr p, int i)
 {
+    standin_async_drain();
     return dev_ints(p)[i];
 }
 

@@ -318,6 +318,7 @@ Test(exec, setters_of_other_node_kinds, .init = setup)
     CK(cuGraphExecEventRecordNodeSetEvent(e, er, ev2));
     CK(cuMemsetD32(fx.buf2, 12, N));
     launch(e);
+    standin_async_drain();
     cr_assert_eq(host[3], 12);
     CK(cuEventQuery(ev2));
     cp.Height = 2;

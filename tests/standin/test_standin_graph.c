@@ -262,8 +262,10 @@ Test(graph, user_objects, .init = setup)
     CK(cuGraphInstantiate(&e, g, 0));
     CK(cuGraphDestroy(g));
     CK(cuGraphDestroy(clone));
+    standin_async_drain(); /* destructors run on a stand-in thread in async mode */
     cr_assert_eq(destroyed, 0, "the executable graph still holds a reference");
     CK(cuGraphExecDestroy(e));
+    standin_async_drain(); /* destructors run on a stand-in thread in async mode */
     cr_assert_eq(destroyed, 1);
     cr_assert_eq(standin_live_objects("user_object"), 0);
     unsigned long misuses = standin_misuse_count();
@@ -273,8 +275,10 @@ Test(graph, user_objects, .init = setup)
     CK(cuGraphCreate(&g, 0));
     CK(cuGraphRetainUserObject(g, u, 1, 0));
     CK(cuUserObjectRelease(u, 2));
+    standin_async_drain(); /* destructors run on a stand-in thread in async mode */
     cr_assert_eq(destroyed, 1);
     CK(cuGraphReleaseUserObject(g, u, 1));
+    standin_async_drain(); /* destructors run on a stand-in thread in async mode */
     cr_assert_eq(destroyed, 2);
     CK(cuGraphDestroy(g));
 }
