@@ -43,6 +43,10 @@ void event_site(const struct site *site, const struct site_stack *stack);
 void event_capture(const struct capture_report *r);
 void event_instantiate(const struct site *site, unsigned long seq, const char *how,
                        const char *reason, double us, int write);
+/* A site stopped keeping and looking ("stopped", for `backoff` captures)
+ * or tried again ("resumed"), and why. */
+void event_reuse(const struct site *site, const char *state, const char *reason,
+                 unsigned long backoff, unsigned hits, unsigned misses);
 void event_warning(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void event_error(const struct site *site, const char *fmt, ...)

@@ -30,8 +30,7 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
         if (fresh) {
             fresh->id = id;
             fresh->policy = settings_site_policy(&runtime_settings, id);
-            if (fresh->policy.max_graphs <= 0)
-                fresh->policy.max_graphs = SETTINGS_DEFAULT_MAX_GRAPHS;
+            fresh->working_set = 1;
             pthread_mutex_init(&fresh->lock, NULL);
             fresh->next = sites_table[b];
             sites_table[b] = fresh;
@@ -57,6 +56,51 @@ void sites_forbid_recapture(struct site *site, const char *reason)
     pthread_mutex_unlock(&site->lock);
     if (first)
         event_warning(site, "site not recaptured: %s", reason);
+}
+
+enum gate_change sites_record_look_locked(struct site *site, enum gate_look look)
+{
+    if (look == GATE_HIT)
+        site->count.hits++;
+    else
+        site->count.misses++;
+    enum gate_change change = gate_record(&site->gate, look, site->seq);
+    if (change == GATE_CLOSED_MISSES || change == GATE_CLOSED_FAILURES) {
+        site->count.backoffs++;
+        __atomic_store_n(&site->reuse_closed, 1, __ATOMIC_RELAXED);
+    }
+    return change;
+}
+
+void sites_record_look(struct site *site, enum gate_look look)
+{
+    pthread_mutex_lock(&site->lock);
+    enum gate_change change = sites_record_look_locked(site, look);
+    pthread_mutex_unlock(&site->lock);
+    sites_gate_changed(site, change);
+}
+
+void sites_gate_changed(struct site *site, enum gate_change change)
+{
+    if (change == GATE_SAME)
+        return;
+    pthread_mutex_lock(&site->lock);
+    struct reuse_gate g = site->gate;
+    unsigned long now = site->seq;
+    pthread_mutex_unlock(&site->lock);
+    if (change == GATE_REOPENED) {
+        event_reuse(site, "resumed", "the back-off elapsed", 0, 0, 0);
+        return;
+    }
+    char why[160];
+    if (change == GATE_CLOSED_FAILURES)
+        snprintf(why, sizeof why, "%d recaptures or updates failed in a row", GATE_FAILURES_IN_ROW);
+    else
+        snprintf(why, sizeof why, "%u misses against %u hits in the last %u looks", g.last_misses,
+                 g.last_hits, g.last_misses + g.last_hits);
+    event_reuse(site, "stopped", why, g.reopen_at - now, g.last_hits, g.last_misses);
+    /* Stops keeping: what it kept goes back to the device now. */
+    cache_site_drop(site);
 }
 
 void sites_for_each(void (*fn)(struct site *site, void *arg), void *arg)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "policy/predict.h"
+#include "policy/reuse_gate.h"
 #include "policy/settings.h"
 #include "policy/site.h"
 #include "shim/cache.h"
@@ -28,8 +29,11 @@ struct site_counters {
     unsigned long instantiations, reused;       /* reused: update+delta+reuse */
     unsigned long how_new, how_update, how_delta, how_reuse;
     unsigned long update_failures;              /* reuse attempts that failed */
+    unsigned long hits, misses;                 /* looks into what recap keeps */
+    unsigned long backoffs;                     /* times the site stopped keeping */
     double capture_us, inst_new_us, reuse_us;
 };
+
 
 struct site {
     uint64_t id;
@@ -47,10 +51,34 @@ struct site {
     uint64_t last_capture_key;          /* path+reason of the last capture event */
     uint64_t last_instantiate_key;      /* how+reason of the last instantiate event */
     unsigned long instantiate_seq;      /* instantiations so far */
-    int update_failures_in_row;         /* executable updates that failed in a row */
-    int no_exec_reuse;                  /* they kept failing: instantiate as asked */
-    int n_released[CACHE_KINDS];        /* released objects per kind, under cache_lock */
+    struct reuse_gate gate;             /* whether keeping and looking pay here */
+    /* --- written under lock, read anywhere (relaxed atomics) --- */
+    int reuse_closed;                   /* gate.closed: neither keep nor look */
+    int working_set;                    /* predict_working_set(&shapes) */
+    /* --- under cache_lock (cache.c) --- */
+    int n_released[CACHE_KINDS];        /* released objects per kind */
+    struct cache_entry *released_newest[CACHE_KINDS], *released_oldest[CACHE_KINDS];
+    struct site_cache_counts cache;
+    unsigned long long measured_bytes;  /* device memory its instantiations took */
+    unsigned long long measured_nodes;  /* ... for this many nodes */
+    int measured_samples;
 };
+
+/* Records one look into the site's kept objects: counts it, feeds the
+ * gate, and when the gate closes logs why and drops what the site keeps.
+ * Takes site->lock (the caller must not hold it). */
+void sites_record_look(struct site *site, enum gate_look look);
+
+/* The same, for a caller that holds site->lock: returns the gate's change,
+ * which the caller passes to sites_gate_changed after unlocking. */
+enum gate_change sites_record_look_locked(struct site *site, enum gate_look look);
+void sites_gate_changed(struct site *site, enum gate_change change);
+
+/* Whether the site keeps and looks now (no lock; may lag by a capture). */
+static inline int sites_reuse_open(const struct site *site)
+{
+    return !__atomic_load_n(&site->reuse_closed, __ATOMIC_RELAXED);
+}
 
 /* The site of a stack, created (and announced with a "site" log event) at
  * first sight. NULL only if memory ran out. */
