@@ -526,15 +526,25 @@ void cache_probe_begin(struct cache_probe *p, struct site *site)
     p->on = site->measured_samples < CACHE_MEASURE_SAMPLES;
     pthread_mutex_unlock(&cache_lock);
     size_t total = 0;
-    if (p->on && DRV_REAL(cuMemGetInfo_v2)(&p->free_before, &total) != CUDA_SUCCESS)
+    if (!p->on)
+        return;
+    CUresult r = DRV_REAL(cuMemGetInfo_v2)(&p->free_before, &total);
+    if (r != CUDA_SUCCESS) {
         p->on = 0;
+        event_own_call_failed(site, "cuMemGetInfo_v2", r,
+                              "this executable graph is charged the floor estimate");
+    }
 }
 
 unsigned long long cache_probe_end(struct cache_probe *p, struct site *site, long nodes)
 {
     unsigned long long n = nodes > 0 ? (unsigned long long)nodes : 0;
     size_t free_after = 0, total = 0;
-    if (p->on && DRV_REAL(cuMemGetInfo_v2)(&free_after, &total) == CUDA_SUCCESS) {
+    CUresult r = p->on ? DRV_REAL(cuMemGetInfo_v2)(&free_after, &total) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(site, "cuMemGetInfo_v2", r,
+                              "this executable graph is charged the floor estimate");
+    if (p->on && r == CUDA_SUCCESS) {
         budget_settle(total);
         /* Another thread's allocations may land in between: a rise in free
          * memory reads as none taken. */

@@ -15,12 +15,17 @@
 
 static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct site *sites_table[SITES_BUCKETS];
+/* The site this thread captured at last: a loop captures at one site again
+ * and again, and sites live until exit, so it is found without the lock. */
+static __thread struct site *sites_last;
 
 struct site *sites_get(uint64_t id, const struct site_stack *stack)
 {
     struct site *site, *fresh = NULL;
     size_t b = (size_t)(id % SITES_BUCKETS);
 
+    if (sites_last && sites_last->id == id)
+        return sites_last;
     pthread_mutex_lock(&sites_lock);
     for (site = sites_table[b]; site; site = site->next)
         if (site->id == id)
@@ -38,6 +43,7 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
         }
     }
     pthread_mutex_unlock(&sites_lock);
+    sites_last = site;
 
     if (fresh)
         event_site(fresh, stack);
@@ -118,6 +124,7 @@ void sites_after_fork_child(void)
      * afresh. Only this thread exists in the child, so locks other parent
      * threads held at fork time are simply forgotten with their sites. */
     pthread_mutex_init(&sites_lock, NULL);
+    sites_last = NULL;
     for (size_t b = 0; b < SITES_BUCKETS; b++) {
         while (sites_table[b]) {
             struct site *s = sites_table[b];

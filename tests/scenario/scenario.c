@@ -461,8 +461,11 @@ static int run_sites_lru(int iters)
 }
 
 /* The best a program can do by hand: one executable graph per shape, kept
- * and brought up to date with cuGraphExecUpdate; recap must leave it be. */
-static int run_own_updates(int iters, int shapes)
+ * and brought up to date with cuGraphExecUpdate; recap must leave it be.
+ * Without `keep`, the same loop as a program without update code writes
+ * it (instantiate, destroy): the baseline scripts/bench-standin-cost
+ * compares with, line for line. */
+static int run_own_updates(int iters, int shapes, int keep)
 {
     CUgraphExec by_shape[8] = { NULL };
     struct sc_recipe r;
@@ -482,6 +485,10 @@ static int run_own_updates(int iters, int shapes)
         }
         rc = rc * 10 + (int)cuGraphLaunch(by_shape[k], ctx.stream[0]);
         rc = rc * 10 + (int)cuStreamSynchronize(ctx.stream[0]);
+        if (!keep) {
+            rc = rc * 10 + (int)cuGraphExecDestroy(by_shape[k]);
+            by_shape[k] = NULL;
+        }
         rc = rc * 10 + (int)cuGraphDestroy(graph);
         printf("it=%d shape=%d rc=%d sum=%08x\n", it, k, rc, sc_checksum(&ctx));
     }
@@ -608,7 +615,11 @@ int main(int argc, char **argv)
     else if (!strcmp(name, "sites_lru"))
         rc = run_sites_lru(iters);
     else if (!strcmp(name, "own_updates"))
-        rc = run_own_updates(iters, 3);
+        rc = run_own_updates(iters, 3, 1);
+    else if (!strcmp(name, "own_updates1"))
+        rc = run_own_updates(iters, 1, 1);
+    else if (!strcmp(name, "own_plain1"))
+        rc = run_own_updates(iters, 1, 0);
     else
         rc = run_loop(name, iters, &o);
     if (getenv("SCENARIO_DRAIN")) {
