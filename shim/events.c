@@ -112,6 +112,10 @@ void event_capture(const struct capture_report *r)
 {
     struct jlog_line l;
 
+    /* The common case - a sampled-out routine event, not verbose - costs
+     * nothing more (no result name looked up, no arguments formatted). */
+    if (!r->write && !runtime_settings.verbose)
+        return;
     runtime_verbose("capture end site %016llx #%lu: %s%s%s, %ld nodes, %lu changed (%s)",
                     (unsigned long long)r->site->id, r->seq, r->path,
                     r->reason ? " - " : "", r->reason ? r->reason : "", r->nodes, r->changed,
@@ -141,6 +145,8 @@ void event_instantiate(const struct site *site, unsigned long seq, const char *h
 {
     struct jlog_line l;
 
+    if (!write && !runtime_settings.verbose)
+        return;
     runtime_verbose("instantiate site %016llx #%lu: %s%s%s (%.1f us)",
                     (unsigned long long)site->id, seq, how, reason ? " - " : "",
                     reason ? reason : "", us);
