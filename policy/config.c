@@ -11,7 +11,10 @@
  *                                separated by a space or tab, is a comment
  *
  * Keys: mode (auto|recapture|update|observe|off), max_graphs (1..64),
- * stack_depth (1..SITE_MAX_DEPTH, [defaults] only), label ([site] only:
+ * stack_depth (1..SITE_MAX_DEPTH, [defaults] only), cache_budget ([defaults]
+ * only: a whole number of bytes with an optional unit B, KiB, MiB, GiB,
+ * TiB, KB, MB, GB or TB, at most 1 PiB, or a whole percentage 0..100 of
+ * the device's memory followed by %), label ([site] only:
  * letters, digits and _ - . :, at most 63 bytes, unique across sites, and
  * neither "all", "none" nor 16 hex digits, which RECAP_SITES would read
  * otherwise). Each key at most once per section. Lines are at most
@@ -39,10 +42,10 @@
 #define CONF_FILE_MAX (1024 * 1024)   /* bytes; a configuration is a few lines */
 #define CONF_SHOWN 48                  /* input bytes quoted in a message */
 
-enum conf_key { KEY_MODE, KEY_MAX_GRAPHS, KEY_STACK_DEPTH, KEY_LABEL, KEY_COUNT };
+enum conf_key { KEY_MODE, KEY_MAX_GRAPHS, KEY_STACK_DEPTH, KEY_LABEL, KEY_CACHE_BUDGET, KEY_COUNT };
 
 static const char *const conf_key_names[KEY_COUNT] = {
-    "mode", "max_graphs", "stack_depth", "label",
+    "mode", "max_graphs", "stack_depth", "label", "cache_budget",
 };
 
 static const char *const conf_mode_names[] = {
@@ -151,6 +154,47 @@ static int conf_parse_int(const char *s, size_t n, int lo, int hi, int *out)
         return -1;
     *out = (int)value;
     return 0;
+}
+
+int conf_parse_budget(const char *s, size_t n, struct conf_budget *out)
+{
+    static const struct { const char *name; uint64_t scale; } units[] = {
+        { "", 1 }, { "B", 1 },
+        { "KiB", 1ull << 10 }, { "MiB", 1ull << 20 }, { "GiB", 1ull << 30 }, { "TiB", 1ull << 40 },
+        { "KB", 1000ull }, { "MB", 1000000ull }, { "GB", 1000000000ull },
+        { "TB", 1000000000000ull },
+    };
+    size_t digits = 0;
+    uint64_t value = 0;
+    while (digits < n && s[digits] >= '0' && s[digits] <= '9') {
+        if (digits == 16)
+            return -1;
+        value = value * 10 + (uint64_t)(s[digits] - '0');
+        digits++;
+    }
+    if (digits == 0)
+        return -1;
+    const char *unit = s + digits;
+    size_t unit_len = n - digits;
+    conf_trim(&unit, &unit_len);
+    memset(out, 0, sizeof *out);
+    if (unit_len == 1 && unit[0] == '%') {
+        if (value > 100)
+            return -1;
+        out->set = out->is_percent = 1;
+        out->percent = (int)value;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (!conf_equals(unit, unit_len, units[i].name))
+            continue;
+        if (value > CONF_BUDGET_MAX_BYTES / units[i].scale)
+            return -1;
+        out->set = 1;
+        out->bytes = value * units[i].scale;
+        return 0;
+    }
+    return -1;
 }
 
 /* ---- sections ---------------------------------------------------------- */
@@ -323,11 +367,15 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
     if (k < 0)
         return conf_fail(p, "found unknown key %s, expected %s",
                          conf_q(key, key_len, q, sizeof q),
-                         p->section == SECTION_DEFAULTS ? "mode, max_graphs or stack_depth"
-                                                        : "mode, max_graphs or label");
+                         p->section == SECTION_DEFAULTS
+                             ? "mode, max_graphs, stack_depth or cache_budget"
+                             : "mode, max_graphs or label");
     if (k == KEY_STACK_DEPTH && p->section == SECTION_SITE)
         return conf_fail(p, "found stack_depth in a [site] section, expected it only in "
                          "[defaults] (one depth identifies all sites)");
+    if (k == KEY_CACHE_BUDGET && p->section == SECTION_SITE)
+        return conf_fail(p, "found cache_budget in a [site] section, expected it only in "
+                         "[defaults] (one budget holds for all sites)");
     if (k == KEY_LABEL && p->section == SECTION_DEFAULTS)
         return conf_fail(p, "found label in [defaults], expected label only in [site ID] "
                          "sections");
@@ -338,6 +386,7 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
         return conf_fail(p, "found an empty value for %s, expected %s", conf_key_names[k],
                          k == KEY_MODE ? "auto, recapture, update, observe or off"
                          : k == KEY_LABEL ? "a label"
+                         : k == KEY_CACHE_BUDGET ? "a size such as 512MiB or a share such as 2%"
                          : "a number");
     p->key_line[k] = p->line;
 
@@ -366,6 +415,13 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
             return conf_fail(p, "found stack_depth = %s, expected a whole number from 1 to %d",
                              conf_q(value, value_len, q, sizeof q), SITE_MAX_DEPTH);
         conf->stack_depth = number;
+        return 0;
+    case KEY_CACHE_BUDGET:
+        if (conf_parse_budget(value, value_len, &conf->cache_budget) != 0)
+            return conf_fail(p, "found cache_budget = %s, expected a size in bytes with an "
+                             "optional unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB) such as "
+                             "512MiB, at most 1PiB, or a whole percentage of device memory "
+                             "from 0%% to 100%% such as 2%%", conf_q(value, value_len, q, sizeof q));
         return 0;
     default:
         return conf_value_label(p, value, value_len, site);

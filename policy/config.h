@@ -3,7 +3,7 @@
  *
  * Owns: parsing "[defaults]" and "[site ID]" sections of "key = value" lines
  * with "#" comments into a conf_file. Keys: mode, max_graphs, stack_depth
- * (defaults only), label. Must never: read the environment, print, or leave
+ * (defaults only), cache_budget (defaults only), label. Must never: read the environment, print, or leave
  * a half-filled conf_file behind an error.
  */
 #ifndef RECAP_CONFIG_H
@@ -24,6 +24,17 @@ enum recap_mode {
 #define CONF_MAX_GRAPHS_LIMIT 64
 #define CONF_LINE_MAX 1024         /* longer lines are an error */
 
+/* cache_budget: how much device memory what recap keeps may take, in bytes
+ * or as a share of the device's memory. */
+struct conf_budget {
+    int set;
+    int is_percent;
+    int percent;                   /* 0..100 when is_percent */
+    uint64_t bytes;                /* when !is_percent */
+};
+
+#define CONF_BUDGET_MAX_BYTES (1ull << 50)
+
 struct conf_site {
     uint64_t id;
     int has_mode;
@@ -38,6 +49,7 @@ struct conf_file {
     enum recap_mode mode;
     int max_graphs;                /* 0: not set */
     int stack_depth;               /* 0: not set */
+    struct conf_budget cache_budget;
     struct conf_site *sites;       /* owned; freed by conf_free */
     size_t nsites;
 };
@@ -53,6 +65,10 @@ int conf_parse(const char *path, const char *text, size_t len,
 int conf_load(const char *path, struct conf_file *out, char *err, size_t errlen);
 
 void conf_free(struct conf_file *conf);
+
+/* Parses a cache_budget value ("512MiB", "2GiB", "1048576", "2%").
+ * Returns 0, or -1 when it is not one. */
+int conf_parse_budget(const char *text, size_t len, struct conf_budget *out);
 
 /* "auto", "recapture", ... ; NULL for an unknown value. */
 const char *conf_mode_name(enum recap_mode mode);

@@ -5,6 +5,12 @@
  * Must never: allocate, lock, or take time that grows with anything but
  * PREDICT_HISTORY and max_period.
  *
+ * The search stops as soon as no longer period can win, so a steady site
+ * costs one pass and a cycle of p shapes about p passes. Callers bound
+ * max_period by twice the working set: with a longer one, a single odd
+ * shape in a steady history (A,A,A,A,B,A,A,A,A) would qualify early as a
+ * period of 5 and predict B.
+ *
  * The rule. Let a(k) be the k-th most recent shape (a(0) the last one) and
  * n the number of shapes held. For each period p in 1..max_period, run(p)
  * counts how far back the history agrees with itself shifted by p: the
@@ -26,8 +32,12 @@
  *
  * When no period qualifies (a new shape appeared), the prediction is the
  * shape that followed the most recent earlier occurrence of the current
- * shape, else the current shape itself: after a permanent switch from A to
- * B the first B predicts B, so the switch costs one miss.
+ * shape. When the current shape never occurred before there is no
+ * prediction (0): guessing it repeats would, in the first pass of a
+ * cycle, take a graph of the wrong shape and fail the recapture every
+ * time, which costs more than a plain capture. A permanent switch from A
+ * to B thus costs two plain captures, then B, B predicts B. The very
+ * first shape of a site predicts itself.
  */
 #include "policy/predict.h"
 
@@ -36,10 +46,34 @@ static uint64_t predict_at(const struct shape_history *h, unsigned long k)
     return h->ring[(h->count - 1 - k) % PREDICT_HISTORY];
 }
 
+/* Keeps `distinct` for the window as it slides by one: the new shape
+ * counts if the shapes staying in the window lack it, the one leaving stops
+ * counting if the window, new shape included, no longer has it. Two passes
+ * over PREDICT_WINDOW shapes, no allocation. */
 void predict_record(struct shape_history *h, uint64_t shape)
 {
+    unsigned long held = h->count < PREDICT_WINDOW ? h->count : PREDICT_WINDOW;
+    unsigned long staying = held < PREDICT_WINDOW ? held : PREDICT_WINDOW - 1;
+    int seen = 0;
+    for (unsigned long k = 0; k < staying && !seen; k++)
+        seen = predict_at(h, k) == shape;
+    if (!seen)
+        h->distinct++;
+    if (held == PREDICT_WINDOW) {
+        uint64_t leaving = predict_at(h, PREDICT_WINDOW - 1);
+        int still = leaving == shape;
+        for (unsigned long k = 0; k < staying && !still; k++)
+            still = predict_at(h, k) == leaving;
+        if (!still)
+            h->distinct--;
+    }
     h->ring[h->count % PREDICT_HISTORY] = shape;
     h->count++;
+}
+
+int predict_working_set(const struct shape_history *h)
+{
+    return h->distinct > 0 ? h->distinct : 1;
 }
 
 uint64_t predict_next(const struct shape_history *h, int max_period)
@@ -54,6 +88,10 @@ uint64_t predict_next(const struct shape_history *h, int max_period)
 
     unsigned long best_p = 0, best_run = 0;
     for (unsigned long p = 1; p <= (unsigned long)max_period && p < n; p++) {
+        /* run(p) <= n - p: once that cannot beat the best, no longer
+         * period can either (a steady site stops after p = 1). */
+        if (best_run >= n - p)
+            break;
         unsigned long run = 0;
         while (run + p < n && predict_at(h, run) == predict_at(h, run + p))
             run++;
@@ -70,5 +108,5 @@ uint64_t predict_next(const struct shape_history *h, int max_period)
     for (unsigned long k = 1; k < n; k++)
         if (predict_at(h, k) == current)
             return predict_at(h, k - 1);
-    return current;
+    return n == 1 ? current : 0;
 }

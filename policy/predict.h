@@ -14,14 +14,25 @@
 
 #define PREDICT_HISTORY 128         /* >= 2 * CONF_MAX_GRAPHS_LIMIT */
 
+/* The working set is counted over the last PREDICT_WINDOW shapes: a cycle
+ * of up to PREDICT_WINDOW / 2 shapes shows every shape at least twice. */
+#define PREDICT_WINDOW 64
+
 struct shape_history {
     uint64_t ring[PREDICT_HISTORY];
     unsigned long count;            /* shapes recorded so far */
+    int distinct;                   /* distinct shapes among the last PREDICT_WINDOW */
 };
 
 void predict_record(struct shape_history *h, uint64_t shape);
 
-/* The predicted next shape, or 0 when the history is empty. */
+/* The predicted next shape, or 0 when there is none: the history is empty,
+ * or its last shape never occurred before. */
 uint64_t predict_next(const struct shape_history *h, int max_period);
+
+/* The site's working set: how many distinct shapes its recent captures
+ * had (a cycle of k shapes: k), at least 1. What a site keeps by default
+ * follows it, so a cycle of k shapes finds all k kept. */
+int predict_working_set(const struct shape_history *h);
 
 #endif

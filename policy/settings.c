@@ -292,6 +292,7 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
                 s->max_graphs = s->conf.max_graphs;
             if (s->conf.stack_depth)
                 s->stack_depth = s->conf.stack_depth;
+            s->cache_budget = s->conf.cache_budget;
         }
     }
 
@@ -337,6 +338,19 @@ void settings_load_with_text(struct recap_settings *s, char *const *envp, int er
 void settings_free(struct recap_settings *s)
 {
     conf_free(&s->conf);
+}
+
+uint64_t settings_cache_budget(const struct recap_settings *s, uint64_t device_total)
+{
+    const struct conf_budget *b = &s->cache_budget;
+    if (b->set && !b->is_percent)
+        return b->bytes;
+    if (device_total == 0)
+        return b->set && b->percent == 0 ? 0 : SETTINGS_BUDGET_UNKNOWN_DEVICE;
+    if (b->set)
+        return device_total / 100 * (uint64_t)b->percent;
+    uint64_t share = device_total / 100 * SETTINGS_DEFAULT_BUDGET_PERCENT;
+    return share < SETTINGS_DEFAULT_BUDGET_CAP ? share : SETTINGS_DEFAULT_BUDGET_CAP;
 }
 
 /* ---- decisions -------------------------------------------------------------- */

@@ -24,7 +24,10 @@
  *   6. RECAP_MODE when set, else [defaults] mode, else auto (environment
  *      over file defaults, so one run can try another mode without editing
  *      the file).
- * max_graphs: [site ID] over [defaults] over SETTINGS_DEFAULT_MAX_GRAPHS.
+ * max_graphs: [site ID] over [defaults]; unset (0), a site keeps as many
+ * objects as its working set has shapes, within the cache budget.
+ * cache_budget: [defaults], else SETTINGS_DEFAULT_BUDGET_PERCENT of the
+ * device's memory capped at SETTINGS_DEFAULT_BUDGET_CAP.
  * stack_depth: [defaults] over SITE_DEFAULT_DEPTH.
  * A bad RECAP_LOG template leaves the default template in place (observe
  * mode still logs, so the problem is visible there too).
@@ -36,7 +39,11 @@
 #include <stdint.h>
 #include "policy/config.h"
 
-#define SETTINGS_DEFAULT_MAX_GRAPHS 2
+#define SETTINGS_DEFAULT_MAX_GRAPHS 0        /* no per-site cap but the working set */
+#define SETTINGS_DEFAULT_BUDGET_PERCENT 2
+#define SETTINGS_DEFAULT_BUDGET_CAP (1ull << 30)
+/* When the device's memory cannot be read: a budget that fits any GPU. */
+#define SETTINGS_BUDGET_UNKNOWN_DEVICE (64ull << 20)
 #define SETTINGS_DEFAULT_LOG "recap-%p.jsonl"
 #define SETTINGS_MAX_LISTED_SITES 256
 #define SETTINGS_PATH_MAX 4096
@@ -60,8 +67,9 @@ struct recap_settings {
     char config_path[SETTINGS_PATH_MAX];   /* "": none */
     char log_template[SETTINGS_PATH_MAX];  /* "stderr", "off", or a template */
     int verbose;
-    int max_graphs;                 /* default per site */
+    int max_graphs;                 /* default per site; 0: working set */
     int stack_depth;
+    struct conf_budget cache_budget; /* set: from [defaults] */
     struct conf_file conf;          /* owned */
 };
 
@@ -90,6 +98,11 @@ void settings_load_with_text(struct recap_settings *s, char *const *envp, int er
 int settings_parse_sites(struct recap_settings *s, const char *value, char *err, size_t errlen);
 
 void settings_free(struct recap_settings *s);
+
+/* The cache budget in bytes for a device of `device_total` bytes (0:
+ * unknown): the configured size, the configured share, or the default
+ * share capped. */
+uint64_t settings_cache_budget(const struct recap_settings *s, uint64_t device_total);
 
 /* The policy for a site id: RECAP_SITES filter (ids or labels), per-site
  * configuration sections, then defaults. Sites not selected are observed. */

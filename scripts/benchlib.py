@@ -151,6 +151,23 @@ def instantiate_hows(log_path):
     return counts
 
 
+def end_totals(log_path):
+    """The totals of the last end event in recap's log (exact counters), or {}."""
+    totals = {}
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and event.get("event") == "end":
+                    totals = event.get("totals") or {}
+    except OSError:
+        pass
+    return totals
+
+
 def format_hows(counts):
     if not counts:
         return "no instantiate events"

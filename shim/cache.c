@@ -6,11 +6,16 @@
  * handle map finds an entry by handle whatever its state, so that a second
  * destroy of a handle the program already destroyed is recognised (it
  * returns CUDA_ERROR_INVALID_VALUE, as the driver does for a handle it does
- * not know) and never destroys what recap keeps; released entries sit on
- * one list per kind, oldest first, from which the site's max_graphs and the
- * global cap evict and which OOM empties. What differs per kind - which
- * released entry suits a request, whether a destroyed one is worth keeping,
- * how it is destroyed - is the typed code at the end of each section.
+ * not know) and never destroys what recap keeps. A released entry sits on
+ * two lists: its site's, of its kind, newest first, which a take scans (so
+ * a look costs what that site keeps, not what all sites keep); and one
+ * list of every released entry by release time, from which the budget
+ * evicts the least recently used across all sites and kinds, and which OOM
+ * empties. A site keeps at most its working set of each kind (the distinct
+ * shapes of its recent captures), or max_graphs when the user set it.
+ * What differs per kind - which released entry suits a request, whether a
+ * destroyed one is worth keeping, how it is destroyed - is the typed code
+ * at the end of each section.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,26 +31,28 @@
 
 struct kind_state {
     const char *noun;
-    int global_max;
     struct hmap by_handle;               /* handle -> entry, every state */
-    struct cache_entry *oldest, *newest; /* released entries */
-    int released;
 };
 
-/* cache_lock guards both kinds' maps, lists and counts, every entry's state
- * and the sites' released counts. */
+/* cache_lock guards both kinds' maps, the released lists and counts, every
+ * entry's state and the sites' fields marked "under cache_lock". */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kind_state kinds[CACHE_KINDS] = {
-    [CACHE_GRAPHS] = { .noun = "graph", .global_max = CACHE_GLOBAL_MAX_GRAPHS },
-    [CACHE_EXECS] = { .noun = "executable graph", .global_max = CACHE_GLOBAL_MAX_EXECS },
+    [CACHE_GRAPHS] = { .noun = "graph" },
+    [CACHE_EXECS] = { .noun = "executable graph" },
 };
+static struct cache_entry *lru_oldest, *lru_newest;
+static int released_total;
+static unsigned long long released_bytes, released_bytes_peak;
+static unsigned long long budget_bytes;   /* 0 until settled: then settings' default */
+static int budget_settled;
 static uint64_t next_graph_serial = 1;
 
 /* --- destroying what recap owns ------------------------------------------------ */
 
-static void entry_free(enum cache_kind k, struct cache_entry *e)
+static void entry_free(struct cache_entry *e)
 {
-    if (k == CACHE_GRAPHS)
+    if (e->kind == CACHE_GRAPHS)
         free(((struct graph_rec *)e)->changed);
     free(e);
 }
@@ -54,8 +61,9 @@ static void entry_free(enum cache_kind k, struct cache_entry *e)
  * is logged, there is nothing else to do about it. References to user
  * objects recap took for an executable graph go back after its last launch
  * (at once with `wait`). Never under cache_lock. */
-static void entry_destroy_waiting(enum cache_kind k, struct cache_entry *e, int wait)
+static void entry_destroy_waiting(struct cache_entry *e, int wait)
 {
+    enum cache_kind k = e->kind;
     if (k == CACHE_EXECS)
         uobj_exec_gone((CUgraphExec)e->handle, wait);
     CUresult r = k == CACHE_GRAPHS ? DRV_REAL(cuGraphDestroy)((CUgraph)e->handle)
@@ -63,70 +71,148 @@ static void entry_destroy_waiting(enum cache_kind k, struct cache_entry *e, int 
     if (r != CUDA_SUCCESS)
         event_own_call_failed(e->site, k == CACHE_GRAPHS ? "cuGraphDestroy" : "cuGraphExecDestroy",
                               r, "the object may stay allocated");
-    entry_free(k, e);
+    entry_free(e);
 }
 
-static void entry_destroy(enum cache_kind k, struct cache_entry *e)
+static void entry_destroy(struct cache_entry *e)
 {
-    entry_destroy_waiting(k, e, 0);
+    entry_destroy_waiting(e, 0);
 }
 
-/* Entries evicted under the lock, destroyed after it is dropped. */
+/* Entries evicted under the lock, chained through lru_newer, destroyed
+ * after it is dropped. */
 struct evictions {
-    struct cache_entry *entry[8];
-    int n;
+    struct cache_entry *first;
 };
 
-static void destroy_evicted(enum cache_kind k, struct evictions *ev)
+static void destroy_evicted(struct evictions *ev)
 {
-    for (int i = 0; i < ev->n; i++)
-        entry_destroy(k, ev->entry[i]);
+    for (struct cache_entry *e = ev->first, *next; e; e = next) {
+        next = e->lru_newer;
+        entry_destroy(e);
+    }
+    ev->first = NULL;
+}
+
+/* --- the budget ------------------------------------------------------------------ */
+
+/* Caller holds cache_lock. */
+static unsigned long long budget_now(void)
+{
+    if (!budget_settled)
+        return settings_cache_budget(&runtime_settings, 0);
+    return budget_bytes;
+}
+
+/* The first reading of the device's memory settles the budget. */
+static void budget_settle(size_t device_total)
+{
+    pthread_mutex_lock(&cache_lock);
+    if (!budget_settled && device_total) {
+        budget_bytes = settings_cache_budget(&runtime_settings, device_total);
+        budget_settled = 1;
+    }
+    pthread_mutex_unlock(&cache_lock);
+}
+
+unsigned long long cache_budget_bytes(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    unsigned long long b = budget_now();
+    pthread_mutex_unlock(&cache_lock);
+    return b;
+}
+
+unsigned long long cache_peak_bytes(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    unsigned long long b = released_bytes_peak;
+    pthread_mutex_unlock(&cache_lock);
+    return b;
 }
 
 /* --- the shared lifecycle (under cache_lock unless said otherwise) ------------- */
 
-static void unlink_released(enum cache_kind k, struct cache_entry *e)
+static void unlink_released(struct cache_entry *e)
 {
-    struct kind_state *ks = &kinds[k];
-    if (e->older)
-        e->older->newer = e->newer;
+    struct site *site = e->site;
+    enum cache_kind k = e->kind;
+    if (e->site_older)
+        e->site_older->site_newer = e->site_newer;
     else
-        ks->oldest = e->newer;
-    if (e->newer)
-        e->newer->older = e->older;
+        site->released_oldest[k] = e->site_newer;
+    if (e->site_newer)
+        e->site_newer->site_older = e->site_older;
     else
-        ks->newest = e->older;
-    e->older = e->newer = NULL;
-    ks->released--;
-    e->site->n_released[k]--;
+        site->released_newest[k] = e->site_older;
+    if (e->lru_older)
+        e->lru_older->lru_newer = e->lru_newer;
+    else
+        lru_oldest = e->lru_newer;
+    if (e->lru_newer)
+        e->lru_newer->lru_older = e->lru_older;
+    else
+        lru_newest = e->lru_older;
+    e->site_older = e->site_newer = e->lru_older = e->lru_newer = NULL;
+    released_total--;
+    released_bytes -= e->bytes;
+    site->n_released[k]--;
 }
 
-/* A destroyed entry joins the released list; the oldest ones beyond the
- * site's max_graphs or the global cap leave the map for destruction. */
-static void push_released(enum cache_kind k, struct cache_entry *e, struct evictions *ev)
+/* Takes a released entry out of the map for destruction after unlock. */
+static void evict(struct cache_entry *e, struct evictions *ev)
 {
-    struct kind_state *ks = &kinds[k];
-    struct site *site = e->site;
-    e->state = CACHE_RELEASED;
-    e->older = ks->newest;
-    e->newer = NULL;
-    if (ks->newest)
-        ks->newest->newer = e;
-    else
-        ks->oldest = e;
-    ks->newest = e;
-    ks->released++;
-    site->n_released[k]++;
+    unlink_released(e);
+    hmap_del(&kinds[e->kind].by_handle, e->handle);
+    e->site->cache.evicted++;
+    e->lru_newer = ev->first;
+    ev->first = e;
+}
 
-    for (struct cache_entry *r = ks->oldest, *next; r && ev->n < 8; r = next) {
-        next = r->newer;
-        int over_site = r->site == site && site->n_released[k] > site->policy.max_graphs;
-        if (!over_site && ks->released <= ks->global_max)
-            continue;
-        unlink_released(k, r);
-        hmap_del(&ks->by_handle, r->handle);
-        ev->entry[ev->n++] = r;
-    }
+/* How many released objects of a kind a site keeps: what the user set, or
+ * its working set. */
+static int site_capacity(const struct site *site)
+{
+    if (site->policy.max_graphs > 0)
+        return site->policy.max_graphs;
+    return __atomic_load_n(&site->working_set, __ATOMIC_RELAXED);
+}
+
+/* A destroyed entry joins the released lists; the site's oldest beyond its
+ * capacity, then the least recently released anywhere beyond the budget,
+ * leave for destruction (the new one too, if it alone exceeds it). */
+static void push_released(struct cache_entry *e, struct evictions *ev)
+{
+    struct site *site = e->site;
+    enum cache_kind k = e->kind;
+    e->state = CACHE_RELEASED;
+    e->site_older = site->released_newest[k];
+    e->site_newer = NULL;
+    if (site->released_newest[k])
+        site->released_newest[k]->site_newer = e;
+    else
+        site->released_oldest[k] = e;
+    site->released_newest[k] = e;
+    e->lru_older = lru_newest;
+    e->lru_newer = NULL;
+    if (lru_newest)
+        lru_newest->lru_newer = e;
+    else
+        lru_oldest = e;
+    lru_newest = e;
+    released_total++;
+    released_bytes += e->bytes;
+    site->n_released[k]++;
+    site->cache.kept++;
+
+    int capacity = site_capacity(site);
+    while (site->n_released[k] > capacity)
+        evict(site->released_oldest[k], ev);
+    unsigned long long budget = budget_now();
+    while (lru_oldest && (released_bytes > budget || released_total > CACHE_GLOBAL_MAX_OBJECTS))
+        evict(lru_oldest, ev);
+    if (released_bytes > released_bytes_peak)
+        released_bytes_peak = released_bytes;
 }
 
 /* Starts tracking an entry the program holds. Returns 0, or -1 (entry
@@ -136,6 +222,7 @@ static int entry_track(enum cache_kind k, struct cache_entry *e)
     struct kind_state *ks = &kinds[k];
     int rc = 0;
     e->state = CACHE_HELD;
+    e->kind = k;
     pthread_mutex_lock(&cache_lock);
     if (k == CACHE_GRAPHS)
         ((struct graph_rec *)e)->serial = next_graph_serial++;
@@ -144,13 +231,13 @@ static int entry_track(enum cache_kind k, struct cache_entry *e)
     struct cache_entry *stale = hmap_get(&ks->by_handle, e->handle);
     if (stale && stale->state == CACHE_HELD) {
         hmap_del(&ks->by_handle, e->handle);
-        entry_free(k, stale);
+        entry_free(stale);
     }
     if (hmap_put(&ks->by_handle, e->handle, e) != 0)
         rc = -1;
     pthread_mutex_unlock(&cache_lock);
     if (rc)
-        entry_free(k, e);
+        entry_free(e);
     return rc;
 }
 
@@ -174,15 +261,15 @@ static struct cache_entry *entry_take(enum cache_kind k, struct site *site,
     struct cache_entry *found = NULL;
     int best = 0;
     pthread_mutex_lock(&cache_lock);
-    for (struct cache_entry *e = kinds[k].newest; e && best < 2; e = e->older) {
-        int score = e->site == site ? suits(e, want) : 0;
+    for (struct cache_entry *e = site->released_newest[k]; e && best < 2; e = e->site_older) {
+        int score = suits(e, want);
         if (score > best) {
             best = score;
             found = e;
         }
     }
     if (found) {
-        unlink_released(k, found);
+        unlink_released(found);
         found->state = CACHE_TAKEN;
     }
     pthread_mutex_unlock(&cache_lock);
@@ -203,7 +290,7 @@ static void entry_discard(enum cache_kind k, struct cache_entry *e)
     if (hmap_get(&kinds[k].by_handle, e->handle) == e)
         hmap_del(&kinds[k].by_handle, e->handle);
     pthread_mutex_unlock(&cache_lock);
-    entry_destroy(k, e);
+    entry_destroy(e);
 }
 
 /* The program's destroy of a handle: kept as released when `keep` says so
@@ -214,7 +301,7 @@ static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
                                  int (*keep)(const struct cache_entry *), CUresult (*real)(const void *))
 {
     struct kind_state *ks = &kinds[k];
-    struct evictions ev = { .n = 0 };
+    struct evictions ev = { NULL };
 
     pthread_mutex_lock(&cache_lock);
     struct cache_entry *e = hmap_get(&ks->by_handle, handle);
@@ -239,16 +326,16 @@ static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (kept)
-        push_released(k, e, &ev);
+        push_released(e, &ev);
     else
         hmap_del(&ks->by_handle, handle);
     pthread_mutex_unlock(&cache_lock);
 
     if (kept) {
-        destroy_evicted(k, &ev);
+        destroy_evicted(&ev);
         return CUDA_SUCCESS;
     }
-    entry_free(k, e);
+    entry_free(e);
     return real(handle);
 }
 
@@ -261,6 +348,7 @@ struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t s
         return NULL;
     rec->entry.handle = graph;
     rec->entry.site = site;
+    rec->entry.bytes = CACHE_GRAPH_BYTES + CACHE_GRAPH_NODE_BYTES * (unsigned long long)(nodes > 0 ? nodes : 0);
     rec->shape = shape;
     rec->nodes = nodes;
     return entry_track(CACHE_GRAPHS, &rec->entry) == 0 ? rec : NULL;
@@ -310,7 +398,7 @@ static int graph_worth_keeping(const struct cache_entry *e)
     const struct site *site = e->site;
     enum recap_mode m = site->policy.mode;
     if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !drv_caps.recapture_begin ||
-        __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
+        __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED) || !sites_reuse_open(site))
         return 0;
     size_t n = 0;
     CUresult r = DRV_REAL(cuGraphGetNodes)(graph_rec_graph(rec), NULL, &n);
@@ -352,13 +440,15 @@ CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
 /* --- executable graphs ------------------------------------------------------------- */
 
 struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned long long flags,
-                                  uint64_t shape, long nodes, uint64_t source_serial)
+                                  uint64_t shape, long nodes, uint64_t source_serial,
+                                  unsigned long long bytes)
 {
     struct exec_rec *rec = calloc(1, sizeof *rec);
     if (!rec)
         return NULL;
     rec->entry.handle = exec;
     rec->entry.site = site;
+    rec->entry.bytes = bytes;
     rec->flags = flags;
     rec->shape = shape;
     rec->nodes = nodes;
@@ -401,8 +491,7 @@ void cache_exec_discard(struct exec_rec *rec)
 static int exec_worth_keeping(const struct cache_entry *e)
 {
     enum recap_mode m = e->site->policy.mode;
-    return (m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE) &&
-           !__atomic_load_n(&e->site->no_exec_reuse, __ATOMIC_RELAXED);
+    return (m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE) && sites_reuse_open(e->site);
 }
 
 static CUresult exec_destroy_real(const void *handle)
@@ -429,35 +518,77 @@ void exec_note_mutated(CUgraphExec exec)
     pthread_mutex_unlock(&cache_lock);
 }
 
+/* --- device memory an instantiation takes -------------------------------------------- */
+
+void cache_probe_begin(struct cache_probe *p, struct site *site)
+{
+    pthread_mutex_lock(&cache_lock);
+    p->on = site->measured_samples < CACHE_MEASURE_SAMPLES;
+    pthread_mutex_unlock(&cache_lock);
+    size_t total = 0;
+    if (!p->on)
+        return;
+    CUresult r = DRV_REAL(cuMemGetInfo_v2)(&p->free_before, &total);
+    if (r != CUDA_SUCCESS) {
+        p->on = 0;
+        event_own_call_failed(site, "cuMemGetInfo_v2", r,
+                              "this executable graph is charged the floor estimate");
+    }
+}
+
+unsigned long long cache_probe_end(struct cache_probe *p, struct site *site, long nodes)
+{
+    unsigned long long n = nodes > 0 ? (unsigned long long)nodes : 0;
+    size_t free_after = 0, total = 0;
+    CUresult r = p->on ? DRV_REAL(cuMemGetInfo_v2)(&free_after, &total) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(site, "cuMemGetInfo_v2", r,
+                              "this executable graph is charged the floor estimate");
+    if (p->on && r == CUDA_SUCCESS) {
+        budget_settle(total);
+        /* Another thread's allocations may land in between: a rise in free
+         * memory reads as none taken. */
+        unsigned long long taken = p->free_before > free_after ? p->free_before - free_after : 0;
+        pthread_mutex_lock(&cache_lock);
+        site->measured_bytes += taken;
+        site->measured_nodes += n;
+        site->measured_samples++;
+        pthread_mutex_unlock(&cache_lock);
+    }
+    /* Chunked allocations show up whole in one measurement and as nothing
+     * in the next: the site's average per node spreads them out. */
+    pthread_mutex_lock(&cache_lock);
+    unsigned long long estimate =
+        site->measured_nodes ? site->measured_bytes * n / site->measured_nodes : 0;
+    pthread_mutex_unlock(&cache_lock);
+    unsigned long long floor = CACHE_EXEC_FLOOR_BYTES + CACHE_EXEC_FLOOR_NODE_BYTES * n;
+    return estimate > floor ? estimate : floor;
+}
+
 /* --- memory pressure, fork ----------------------------------------------------------- */
 
 int cache_release_for_oom(void)
 {
-    struct cache_entry *lists[CACHE_KINDS];
-    int n = 0;
-
     if (runtime_passthrough)
         return 0;
     pthread_mutex_lock(&cache_lock);
-    for (int k = 0; k < CACHE_KINDS; k++) {
-        struct kind_state *ks = &kinds[k];
-        lists[k] = ks->oldest;
-        n += ks->released;
-        for (struct cache_entry *e = ks->oldest; e; e = e->newer) {
-            hmap_del(&ks->by_handle, e->handle);
-            e->site->n_released[k]--;
-        }
-        ks->oldest = ks->newest = NULL;
-        ks->released = 0;
+    struct cache_entry *list = lru_oldest;
+    int n = released_total;
+    for (struct cache_entry *e = lru_oldest; e; e = e->lru_newer) {
+        hmap_del(&kinds[e->kind].by_handle, e->handle);
+        e->site->n_released[e->kind]--;
+        e->site->released_newest[e->kind] = e->site->released_oldest[e->kind] = NULL;
+        e->site->cache.evicted++;
     }
+    lru_oldest = lru_newest = NULL;
+    released_total = 0;
+    released_bytes = 0;
     pthread_mutex_unlock(&cache_lock);
 
-    for (int k = 0; k < CACHE_KINDS; k++) {
-        for (struct cache_entry *e = lists[k], *next; e; e = next) {
-            next = e->newer;
-            /* Memory is short: give user-object references back now. */
-            entry_destroy_waiting((enum cache_kind)k, e, 1);
-        }
+    for (struct cache_entry *e = list, *next; e; e = next) {
+        next = e->lru_newer;
+        /* Memory is short: give user-object references back now. */
+        entry_destroy_waiting(e, 1);
     }
     uobj_settle_all();
     if (n)
@@ -466,19 +597,39 @@ int cache_release_for_oom(void)
     return n;
 }
 
+void cache_site_drop(struct site *site)
+{
+    struct evictions ev = { NULL };
+    pthread_mutex_lock(&cache_lock);
+    for (int k = 0; k < CACHE_KINDS; k++)
+        while (site->released_oldest[k])
+            evict(site->released_oldest[k], &ev);
+    pthread_mutex_unlock(&cache_lock);
+    destroy_evicted(&ev);
+}
+
+struct site_cache_counts cache_site_counts(struct site *site)
+{
+    pthread_mutex_lock(&cache_lock);
+    struct site_cache_counts c = site->cache;
+    pthread_mutex_unlock(&cache_lock);
+    return c;
+}
+
 void cache_after_fork_child(void)
 {
     /* The child cannot use the parent's CUDA objects: forget them without
      * calling the driver. TAKEN entries belong to captures, which the
-     * capture module dropped first. */
+     * capture module dropped first; the sites go right after. */
     pthread_mutex_init(&cache_lock, NULL);
     for (int k = 0; k < CACHE_KINDS; k++) {
         struct kind_state *ks = &kinds[k];
         for (size_t i = 0; i < ks->by_handle.cap; i++)
             if (ks->by_handle.slots[i].key)
-                entry_free((enum cache_kind)k, ks->by_handle.slots[i].value);
+                entry_free(ks->by_handle.slots[i].value);
         hmap_clear(&ks->by_handle);
-        ks->oldest = ks->newest = NULL;
-        ks->released = 0;
     }
+    lru_oldest = lru_newest = NULL;
+    released_total = 0;
+    released_bytes = released_bytes_peak = 0;
 }

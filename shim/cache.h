@@ -5,9 +5,12 @@
  * Owns: a record for every graph captured at an enabled site and every
  * executable graph recap instantiated or reused for one, keyed by handle;
  * the ones the program destroyed ("released"), which recap keeps for the
- * next recapture or instantiation at their site, bounded per site by
- * max_graphs and overall by a global cap; and destroying, exactly once,
- * what it evicts or what a failed recapture left undefined.
+ * next recapture or instantiation at their site, bounded per site by its
+ * working set (or the explicit max_graphs) and overall by one budget of
+ * device memory, evicting the least recently released first across all
+ * sites; the device memory each one takes (measured around instantiation);
+ * and destroying, exactly once, what it evicts or what a failed recapture
+ * left undefined.
  *
  * Must never: touch an object the program still holds, hand out a released
  * object twice, or hold cache_lock across a driver call (evicted objects are
@@ -30,9 +33,25 @@
 #include "shim/driver_api.h"
 
 struct site;
+struct site_cache_counts;
 
-#define CACHE_GLOBAL_MAX_GRAPHS 256
-#define CACHE_GLOBAL_MAX_EXECS 256
+/* Released objects overall, whatever the budget: a bound on the lists'
+ * length when objects are charged little. */
+#define CACHE_GLOBAL_MAX_OBJECTS 1024
+
+/* Instantiations whose device memory is measured, per site; later ones
+ * are charged the site's measured bytes per node. */
+#define CACHE_MEASURE_SAMPLES 16
+
+/* What an executable graph is charged at least: the driver takes device
+ * memory in chunks, so one instantiation may show none. */
+#define CACHE_EXEC_FLOOR_BYTES (64u * 1024u)
+#define CACHE_EXEC_FLOOR_NODE_BYTES 1024u
+
+/* What a kept graph is charged: graphs live mostly in host memory, and
+ * nothing recap does brackets their creation to measure them. */
+#define CACHE_GRAPH_BYTES (4u * 1024u)
+#define CACHE_GRAPH_NODE_BYTES 1024u
 
 enum cache_state { CACHE_HELD, CACHE_RELEASED, CACHE_TAKEN };
 
@@ -46,7 +65,10 @@ struct cache_entry {
     const void *handle;            /* the CUgraph or CUgraphExec */
     struct site *site;
     enum cache_state state;
-    struct cache_entry *older, *newer;   /* released list of its kind */
+    enum cache_kind kind;
+    unsigned long long bytes;      /* charged to the budget while released */
+    struct cache_entry *site_older, *site_newer;   /* the site's released, of its kind */
+    struct cache_entry *lru_older, *lru_newer;     /* every released, by release time */
 };
 
 /* A node whose parameters the last recapture changed. */
@@ -118,8 +140,10 @@ CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph);
 
 /* --- executable graphs --- */
 
+/* `bytes`: device memory it takes (cache_probe_end). */
 struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned long long flags,
-                                  uint64_t shape, long nodes, uint64_t source_serial);
+                                  uint64_t shape, long nodes, uint64_t source_serial,
+                                  unsigned long long bytes);
 
 /* A released executable graph of the site with these flags and shape, now
  * TAKEN; one instantiated from graph `prefer_serial` is preferred. */
@@ -135,6 +159,33 @@ CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec);
 /* The program changed an executable graph itself: recap's record of its
  * parameters no longer holds. */
 void exec_note_mutated(CUgraphExec exec);
+
+/* --- device memory, the budget --- */
+
+/* Measures the device memory one instantiation takes: free memory before
+ * and after, for a site's first CACHE_MEASURE_SAMPLES instantiations. */
+struct cache_probe {
+    int on;
+    size_t free_before;
+};
+
+void cache_probe_begin(struct cache_probe *p, struct site *site);
+
+/* After a successful instantiation of `nodes` nodes: the bytes to charge
+ * it - measured, else the site's measured bytes per node, never below the
+ * floor. */
+unsigned long long cache_probe_end(struct cache_probe *p, struct site *site, long nodes);
+
+/* The budget in bytes (settled once the device's memory is known), and
+ * the most that released objects were charged at once. */
+unsigned long long cache_budget_bytes(void);
+unsigned long long cache_peak_bytes(void);
+
+/* A site stopped keeping: what it kept is destroyed now. */
+void cache_site_drop(struct site *site);
+
+/* The site's kept and evicted counts. */
+struct site_cache_counts cache_site_counts(struct site *site);
 
 /* --- memory pressure, fork --- */
 

@@ -342,17 +342,27 @@ CUresult capture_on_op(enum drv_id id, union drv_args *a)
 /* --- begin -------------------------------------------------------------------- */
 
 /* What a site may do with this capture, and why not more. Caller holds
- * site->lock. Returns the graph to recapture into (TAKEN), or NULL. */
-static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv_id id)
+ * site->lock. Returns the graph to recapture into (TAKEN), or NULL;
+ * *change is what happened to the site's gate (logged after unlocking). */
+static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv_id id,
+                                enum gate_change *change)
 {
     enum recap_mode mode = site->policy.mode;
 
+    *change = GATE_SAME;
     if (mode == RECAP_MODE_OBSERVE || mode == RECAP_MODE_OFF) {
         cap->path = PATH_OBSERVE;
         set_reason(cap, "site observed only");
         return NULL;
     }
     cap->path = PATH_FRESH;
+    if (!gate_open(&site->gate, site->seq, change)) {
+        /* Reuse did not pay here: no journal, nothing kept or looked for. */
+        set_reason(cap, "reuse stopped at this site until its back-off elapses");
+        return NULL;
+    }
+    if (*change == GATE_REOPENED)
+        __atomic_store_n(&site->reuse_closed, 0, __ATOMIC_RELAXED);
     if (mode == RECAP_MODE_UPDATE) {
         set_reason(cap, "mode update: executable reuse only");
         return NULL;
@@ -375,10 +385,18 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
         set_reason(cap, "first capture at this site");
         return NULL;
     }
-    uint64_t predicted = predict_next(&site->shapes, site->policy.max_graphs);
+    /* Periods up to twice the working set: a cycle such as A,A,B is
+     * longer than its distinct shapes, but a single odd shape among many
+     * repeats must not read as one long period. */
+    uint64_t predicted = predict_next(&site->shapes, 2 * predict_working_set(&site->shapes));
     struct graph_rec *target = predicted ? cache_take_graph(site, predicted) : NULL;
-    if (!target)
+    if (!target) {
         set_reason(cap, "no released graph of the predicted shape");
+        /* A hit or a failure is known only at the end (report_end). */
+        enum gate_change looked = sites_record_look_locked(site, GATE_MISS);
+        if (looked != GATE_SAME)
+            *change = looked;
+    }
     return target;
 }
 
@@ -409,10 +427,13 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     cap->site = site;
     cap->t0 = runtime_now_us();
 
+    enum gate_change change;
     pthread_mutex_lock(&site->lock);
     cap->seq = ++site->seq;
-    struct graph_rec *target = decide(cap, site, id);
+    struct graph_rec *target = decide(cap, site, id, &change);
     pthread_mutex_unlock(&site->lock);
+    if (event_reuse_gate(site, change))
+        cache_site_drop(site);   /* it stops keeping: what it kept goes now */
 
     CUresult r;
     if (target) {
@@ -443,6 +464,15 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
 }
 
 /* --- end ------------------------------------------------------------------------- */
+
+/* Adds a captured shape to the site's history; its working set follows. */
+static void record_shape(struct site *site, uint64_t shape)
+{
+    pthread_mutex_lock(&site->lock);
+    predict_record(&site->shapes, shape);
+    __atomic_store_n(&site->working_set, predict_working_set(&site->shapes), __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&site->lock);
+}
 
 /* After a successful capture: what the graph looks like, whether this
  * site's journals can be trusted, and the record the program's graph gets. */
@@ -488,9 +518,7 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
         }
     }
 
-    pthread_mutex_lock(&site->lock);
-    predict_record(&site->shapes, shape);
-    pthread_mutex_unlock(&site->lock);
+    record_shape(site, shape);
 
     if (cap->path == PATH_OBSERVE)
         return NULL;
@@ -514,9 +542,7 @@ static void account_recapture(struct capture *cap)
     cache_graph_hand_out(rec);
     cap->target = NULL;
 
-    pthread_mutex_lock(&cap->site->lock);
-    predict_record(&cap->site->shapes, rec->shape);
-    pthread_mutex_unlock(&cap->site->lock);
+    record_shape(cap->site, rec->shape);
 }
 
 static void report_end(struct capture *cap, CUresult r, long nodes)
@@ -549,8 +575,16 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
     c->capture_us += rep.us;
     rep.write = event_worth_writing(&site->last_capture_key, rep.path, rep.reason, cap->seq,
                                     r != CUDA_SUCCESS);
+    /* A recapture that held is a hit; one that fell back, a failure. */
+    enum gate_change change = GATE_SAME;
+    if (cap->path == PATH_RECAPTURE && r == CUDA_SUCCESS)
+        change = sites_record_look_locked(site, GATE_HIT);
+    else if (cap->path == PATH_FALLBACK)
+        change = sites_record_look_locked(site, GATE_FAILED);
     pthread_mutex_unlock(&site->lock);
     event_capture(&rep);
+    if (event_reuse_gate(site, change))
+        cache_site_drop(site);   /* it stops keeping: what it kept goes now */
 }
 
 /* The recapture failed and only the end said so: the plain capture takes

@@ -112,6 +112,10 @@ void event_capture(const struct capture_report *r)
 {
     struct jlog_line l;
 
+    /* The common case - a sampled-out routine event, not verbose - costs
+     * nothing more (no result name looked up, no arguments formatted). */
+    if (!r->write && !runtime_settings.verbose)
+        return;
     runtime_verbose("capture end site %016llx #%lu: %s%s%s, %ld nodes, %lu changed (%s)",
                     (unsigned long long)r->site->id, r->seq, r->path,
                     r->reason ? " - " : "", r->reason ? r->reason : "", r->nodes, r->changed,
@@ -141,6 +145,8 @@ void event_instantiate(const struct site *site, unsigned long seq, const char *h
 {
     struct jlog_line l;
 
+    if (!write && !runtime_settings.verbose)
+        return;
     runtime_verbose("instantiate site %016llx #%lu: %s%s%s (%.1f us)",
                     (unsigned long long)site->id, seq, how, reason ? " - " : "",
                     reason ? reason : "", us);
@@ -152,6 +158,46 @@ void event_instantiate(const struct site *site, unsigned long seq, const char *h
     jlog_str(&l, "reason", reason);
     jlog_f64(&l, "us", tenths(us));
     jlog_line_emit(&l);
+}
+
+static void event_reuse(const struct site *site, const char *state, const char *reason,
+                        unsigned long backoff, unsigned hits, unsigned misses)
+{
+    struct jlog_line l;
+
+    runtime_verbose("reuse site %016llx: %s - %s (back-off %lu captures)",
+                    (unsigned long long)site->id, state, reason, backoff);
+    if (!event_begin(&l, "reuse"))
+        return;
+    jlog_site(&l, "site", site->id);
+    jlog_str(&l, "state", state);
+    jlog_str(&l, "reason", reason);
+    jlog_u64(&l, "backoff", backoff);
+    jlog_u64(&l, "hits", hits);
+    jlog_u64(&l, "misses", misses);
+    jlog_line_emit(&l);
+}
+
+int event_reuse_gate(struct site *site, enum gate_change change)
+{
+    if (change == GATE_SAME)
+        return 0;
+    pthread_mutex_lock(&site->lock);
+    struct reuse_gate g = site->gate;
+    unsigned long now = site->seq;
+    pthread_mutex_unlock(&site->lock);
+    if (change == GATE_REOPENED) {
+        event_reuse(site, "resumed", "the back-off elapsed", 0, 0, 0);
+        return 0;
+    }
+    char why[160];
+    if (change == GATE_CLOSED_FAILURES)
+        snprintf(why, sizeof why, "%d recaptures or updates failed in a row", GATE_FAILURES_IN_ROW);
+    else
+        snprintf(why, sizeof why, "%u misses against %u hits in the last %u looks", g.last_misses,
+                 g.last_hits, g.last_misses + g.last_hits);
+    event_reuse(site, "stopped", why, g.reopen_at - now, g.last_hits, g.last_misses);
+    return 1;
 }
 
 static void event_message(const char *name, const struct site *site, const char *fmt, va_list ap)
@@ -218,6 +264,9 @@ static void counters_json(struct jlog_line *l, const struct site_counters *c)
     jlog_u64(l, "delta", c->how_delta);
     jlog_u64(l, "reuse", c->how_reuse);
     jlog_u64(l, "update_failures", c->update_failures);
+    jlog_u64(l, "hits", c->hits);
+    jlog_u64(l, "misses", c->misses);
+    jlog_u64(l, "backoffs", c->backoffs);
     jlog_f64(l, "inst_new_us", tenths(c->inst_new_us));
     jlog_f64(l, "reuse_us", tenths(c->reuse_us));
 }
@@ -225,6 +274,8 @@ static void counters_json(struct jlog_line *l, const struct site_counters *c)
 struct end_walk {
     struct jlog_line *line;
     struct site_counters total;
+    struct site_cache_counts cache_total;
+    const struct event_end_cache *cache;
 };
 
 static void end_one_site(struct site *site, void *arg)
@@ -235,10 +286,14 @@ static void end_one_site(struct site *site, void *arg)
     pthread_mutex_lock(&site->lock);
     struct site_counters c = site->count;
     pthread_mutex_unlock(&site->lock);
+    struct site_cache_counts kept = w->cache->site_counts(site);
     jlog_object_begin(w->line, NULL);
     jlog_site(w->line, "site", site->id);
     counters_json(w->line, &c);
+    jlog_u64(w->line, "kept", kept.kept);
+    jlog_u64(w->line, "evicted", kept.evicted);
     jlog_object_end(w->line);
+    w->cache_total.kept += kept.kept, w->cache_total.evicted += kept.evicted;
     struct site_counters *t = &w->total;
     t->captures += c.captures, t->recaptured += c.recaptured, t->fallbacks += c.fallbacks;
     t->fresh += c.fresh, t->observed += c.observed, t->nodes += c.nodes;
@@ -247,13 +302,14 @@ static void end_one_site(struct site *site, void *arg)
     t->instantiations += c.instantiations, t->reused += c.reused, t->how_new += c.how_new;
     t->how_update += c.how_update, t->how_delta += c.how_delta, t->how_reuse += c.how_reuse;
     t->update_failures += c.update_failures;
+    t->hits += c.hits, t->misses += c.misses, t->backoffs += c.backoffs;
     t->inst_new_us += c.inst_new_us, t->reuse_us += c.reuse_us;
 }
 
-void event_end(void)
+void event_end(const struct event_end_cache *cache)
 {
     struct jlog_line l;
-    struct end_walk w = { .line = &l };
+    struct end_walk w = { .line = &l, .cache = cache };
 
     if (!__atomic_load_n(&event_start_written, __ATOMIC_ACQUIRE) || !jlog_enabled())
         return;
@@ -263,6 +319,10 @@ void event_end(void)
     jlog_array_end(&l);
     jlog_object_begin(&l, "totals");
     counters_json(&l, &w.total);
+    jlog_u64(&l, "kept", w.cache_total.kept);
+    jlog_u64(&l, "evicted", w.cache_total.evicted);
+    jlog_u64(&l, "budget_bytes", cache->budget_bytes);
+    jlog_u64(&l, "kept_bytes_peak", cache->kept_bytes_peak);
     jlog_object_end(&l);
     jlog_line_emit(&l);
 }

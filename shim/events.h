@@ -9,6 +9,7 @@
 #ifndef RECAP_EVENTS_H
 #define RECAP_EVENTS_H
 
+#include "policy/reuse_gate.h"
 #include "policy/site.h"
 
 struct site;
@@ -43,11 +44,25 @@ void event_site(const struct site *site, const struct site_stack *stack);
 void event_capture(const struct capture_report *r);
 void event_instantiate(const struct site *site, unsigned long seq, const char *how,
                        const char *reason, double us, int write);
+/* A site stopped keeping and looking ("stopped", for `backoff` captures)
+ * or tried again ("resumed"), and why. */
+/* Logs a change of a site's reuse gate ("reuse" event: stopped, with the
+ * reason and back-off, or resumed). Returns 1 when the gate has just
+ * closed: the caller then drops what the site keeps (cache_site_drop). */
+int event_reuse_gate(struct site *site, enum gate_change change);
 void event_warning(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void event_error(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void event_end(void);
+/* What the cache, a module beside this one, reports at exit: the lifecycle
+ * gathers it, so that events never calls into the cache. */
+struct event_end_cache {
+    struct site_cache_counts (*site_counts)(struct site *site);
+    unsigned long long budget_bytes, kept_bytes_peak;
+};
+
+/* The "end" event: totals per site and overall. */
+void event_end(const struct event_end_cache *cache);
 
 /* A driver call recap made on its own behalf failed; `consequence` says
  * what recap does instead. */

@@ -183,30 +183,27 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how
 
 /* --- the hook ----------------------------------------------------------------------- */
 
-/* After this many executable updates failing in a row at a site (graphs
- * whose memory nodes change, say), the site instantiates as asked: each
- * failed attempt costs an update on top of the instantiation. */
-#define EXEC_REUSE_MAX_FAILURES_IN_ROW 3
-
 static int site_reuses_execs(const struct site *site)
 {
     return (site->policy.mode == RECAP_MODE_AUTO || site->policy.mode == RECAP_MODE_UPDATE) &&
-           !__atomic_load_n(&site->no_exec_reuse, __ATOMIC_RELAXED);
+           sites_reuse_open(site);
 }
 
-/* Counts an instantiation; returns whether its event is worth writing. */
+/* Counts an instantiation and, when the site looked into what it keeps,
+ * that look (a failed update counts as a failure). Returns whether its
+ * event is worth writing; *change is what the look did to the site's gate. */
 static int count_instantiation(struct site *site, enum inst_how how, const char *reason,
-                               int update_failed, double us)
+                               int looked, int update_failed, double us,
+                               enum gate_change *change)
 {
     struct site_counters *c = &site->count;
-    int give_up = 0;
     pthread_mutex_lock(&site->lock);
     c->instantiations++;
     c->update_failures += update_failed;
-    if (how != HOW_NEW)
-        site->update_failures_in_row = 0;
-    else if (update_failed && ++site->update_failures_in_row == EXEC_REUSE_MAX_FAILURES_IN_ROW)
-        give_up = 1;
+    *change = GATE_SAME;
+    if (looked)
+        *change = sites_record_look_locked(site, how != HOW_NEW ? GATE_HIT
+                                                 : update_failed ? GATE_FAILED : GATE_MISS);
     switch (how) {
     case HOW_NEW: c->how_new++; break;
     case HOW_UPDATE: c->how_update++; break;
@@ -222,11 +219,6 @@ static int count_instantiation(struct site *site, enum inst_how how, const char 
     int write = event_worth_writing(&site->last_instantiate_key, how_names[how], reason,
                                     ++site->instantiate_seq, update_failed);
     pthread_mutex_unlock(&site->lock);
-    if (give_up) {
-        __atomic_store_n(&site->no_exec_reuse, 1, __ATOMIC_RELAXED);
-        event_warning(site, "executable graphs no longer reused: %d updates in a row failed (%s)",
-                      EXEC_REUSE_MAX_FAILURES_IN_ROW, reason ? reason : "no reason given");
-    }
     return write;
 }
 
@@ -264,8 +256,8 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         snprintf(reason, sizeof reason, "%s",
                  (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
                      ? "device-launchable graphs are not reused"
-                 : site->no_exec_reuse ? "executable updates kept failing at this site"
-                                       : "site mode does not reuse executable graphs");
+                 : !sites_reuse_open(site) ? "reuse stopped at this site until its back-off elapses"
+                                           : "site mode does not reuse executable graphs");
     } else {
         snprintf(reason, sizeof reason, "no released executable graph of this shape and flags");
     }
@@ -303,12 +295,16 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         }
     }
     if (!e) {
+        struct cache_probe probe = { 0 };
+        if (reusable)
+            cache_probe_begin(&probe, site);
         r = instantiate_with_oom_retry(rq);
         if (r != CUDA_SUCCESS)
             return r;
         if (reusable) {
+            unsigned long long bytes = cache_probe_end(&probe, site, g->nodes);
             struct exec_rec *rec = cache_exec_track(*rq->ph_exec, site, flags, g->shape, g->nodes,
-                                                    g->serial);
+                                                    g->serial, bytes);
             if (rec) {
                 rec->synced_serial = g->serial;
                 rec->synced_version = g->version;
@@ -318,7 +314,10 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     }
     double us = runtime_now_us() - t0;
     const char *why = reason[0] ? reason : NULL;
-    int write = count_instantiation(site, how, why, update_failed, us);
+    enum gate_change change;
+    int write = count_instantiation(site, how, why, reusable, update_failed, us, &change);
     event_instantiate(site, seq, how_names[how], why, us, write);
+    if (event_reuse_gate(site, change))
+        cache_site_drop(site);   /* it stops keeping: what it kept goes now */
     return CUDA_SUCCESS;
 }

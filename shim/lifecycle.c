@@ -35,7 +35,12 @@ static __thread int lifecycle_starting_here;
 
 static void lifecycle_at_exit(void)
 {
-    event_end();
+    struct event_end_cache cache = {
+        .site_counts = cache_site_counts,
+        .budget_bytes = cache_budget_bytes(),
+        .kept_bytes_peak = cache_peak_bytes(),
+    };
+    event_end(&cache);
 }
 
 static void lifecycle_after_fork_child(void)

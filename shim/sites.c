@@ -14,6 +14,9 @@
 
 static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct site *sites_table[SITES_BUCKETS];
+/* The site this thread captured at last: a loop captures at one site again
+ * and again, and sites live until exit, so it is found without the lock. */
+static __thread struct site *sites_last;
 
 /* Who is told (the log, above this module); NULL before start. */
 static sites_new_fn sites_on_new;
@@ -30,6 +33,8 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
     struct site *site, *fresh = NULL;
     size_t b = (size_t)(id % SITES_BUCKETS);
 
+    if (sites_last && sites_last->id == id)
+        return sites_last;
     pthread_mutex_lock(&sites_lock);
     for (site = sites_table[b]; site; site = site->next)
         if (site->id == id)
@@ -39,8 +44,7 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
         if (fresh) {
             fresh->id = id;
             fresh->policy = settings_site_policy(&runtime_settings, id);
-            if (fresh->policy.max_graphs <= 0)
-                fresh->policy.max_graphs = SETTINGS_DEFAULT_MAX_GRAPHS;
+            fresh->working_set = 1;
             pthread_mutex_init(&fresh->lock, NULL);
             fresh->next = sites_table[b];
             sites_table[b] = fresh;
@@ -48,6 +52,7 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
         }
     }
     pthread_mutex_unlock(&sites_lock);
+    sites_last = site;
 
     if (fresh && sites_on_new)
         sites_on_new(fresh, stack);
@@ -68,6 +73,20 @@ void sites_forbid_recapture(struct site *site, const char *reason)
         sites_on_forbidden(site, reason);
 }
 
+enum gate_change sites_record_look_locked(struct site *site, enum gate_look look)
+{
+    if (look == GATE_HIT)
+        site->count.hits++;
+    else
+        site->count.misses++;
+    enum gate_change change = gate_record(&site->gate, look, site->seq);
+    if (change == GATE_CLOSED_MISSES || change == GATE_CLOSED_FAILURES) {
+        site->count.backoffs++;
+        __atomic_store_n(&site->reuse_closed, 1, __ATOMIC_RELAXED);
+    }
+    return change;
+}
+
 void sites_for_each(void (*fn)(struct site *site, void *arg), void *arg)
 {
     pthread_mutex_lock(&sites_lock);
@@ -83,6 +102,7 @@ void sites_after_fork_child(void)
      * afresh. Only this thread exists in the child, so locks other parent
      * threads held at fork time are simply forgotten with their sites. */
     pthread_mutex_init(&sites_lock, NULL);
+    sites_last = NULL;
     for (size_t b = 0; b < SITES_BUCKETS; b++) {
         while (sites_table[b]) {
             struct site *s = sites_table[b];

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "policy/predict.h"
+#include "policy/reuse_gate.h"
 #include "policy/settings.h"
 #include "policy/site.h"
 
@@ -27,14 +28,25 @@
  * checks the two agree): sites sit below the cache and do not include it. */
 #define SITES_RELEASED_KINDS 2
 
+struct cache_entry;
+
+/* What the cache did with a site's objects (kept, evicted), counted by
+ * cache.c under cache_lock. */
+struct site_cache_counts {
+    unsigned long kept, evicted;
+};
+
 struct site_counters {
     unsigned long captures, recaptured, fallbacks, fresh, observed;
     unsigned long nodes, changed, eligible, ineligible, errors;
     unsigned long instantiations, reused;       /* reused: update+delta+reuse */
     unsigned long how_new, how_update, how_delta, how_reuse;
     unsigned long update_failures;              /* reuse attempts that failed */
+    unsigned long hits, misses;                 /* looks into what recap keeps */
+    unsigned long backoffs;                     /* times the site stopped keeping */
     double capture_us, inst_new_us, reuse_us;
 };
+
 
 struct site {
     uint64_t id;
@@ -52,10 +64,30 @@ struct site {
     uint64_t last_capture_key;          /* path+reason of the last capture event */
     uint64_t last_instantiate_key;      /* how+reason of the last instantiate event */
     unsigned long instantiate_seq;      /* instantiations so far */
-    int update_failures_in_row;         /* executable updates that failed in a row */
-    int no_exec_reuse;                  /* they kept failing: instantiate as asked */
-    int n_released[SITES_RELEASED_KINDS]; /* per enum cache_kind, kept by cache.c under cache_lock */
+    struct reuse_gate gate;             /* whether keeping and looking pay here */
+    /* --- written under lock, read anywhere (relaxed atomics) --- */
+    int reuse_closed;                   /* gate.closed: neither keep nor look */
+    int working_set;                    /* predict_working_set(&shapes) */
+    /* --- under cache_lock (cache.c) --- */
+    int n_released[SITES_RELEASED_KINDS]; /* per enum cache_kind */
+    struct cache_entry *released_newest[SITES_RELEASED_KINDS];
+    struct cache_entry *released_oldest[SITES_RELEASED_KINDS];
+    struct site_cache_counts cache;
+    unsigned long long measured_bytes;  /* device memory its instantiations took */
+    unsigned long long measured_nodes;  /* ... for this many nodes */
+    int measured_samples;
 };
+
+/* Records one look into the site's kept objects (counts it, feeds the
+ * gate); the caller holds site->lock and passes the gate's change to
+ * event_reuse_gate after unlocking. */
+enum gate_change sites_record_look_locked(struct site *site, enum gate_look look);
+
+/* Whether the site keeps and looks now (no lock; may lag by a capture). */
+static inline int sites_reuse_open(const struct site *site)
+{
+    return !__atomic_load_n(&site->reuse_closed, __ATOMIC_RELAXED);
+}
 
 /* The site of a stack, created (and announced with a "site" log event) at
  * first sight. NULL only if memory ran out. */

@@ -44,6 +44,10 @@ int uobj_tracking;
 
 static pthread_mutex_t uobj_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hmap objects_by_graph;      /* CUgraph -> struct uobj_set */
+/* Entries of objects_by_graph, read without the lock: while it is 0 (a
+ * program that attaches no user objects) a graph's and an executable
+ * graph's questions are answered without taking uobj_lock. */
+static int graphs_noted;
 static struct hmap holds_by_exec;         /* CUgraphExec -> struct exec_hold */
 static struct pending_release *pending;
 
@@ -111,10 +115,13 @@ static void note(CUgraph graph, CUuserObject object, int count)
 {
     pthread_mutex_lock(&uobj_lock);
     struct uobj_set *s = hmap_get(&objects_by_graph, graph);
-    if (!s && count > 0 && (s = calloc(1, sizeof *s)) != NULL &&
-        hmap_put(&objects_by_graph, graph, s) != 0) {
-        free(s);
-        s = NULL;
+    if (!s && count > 0 && (s = calloc(1, sizeof *s)) != NULL) {
+        if (hmap_put(&objects_by_graph, graph, s) != 0) {
+            free(s);
+            s = NULL;
+        } else {
+            __atomic_add_fetch(&graphs_noted, 1, __ATOMIC_RELEASE);
+        }
     }
     int lost = count > 0 && (!s || set_add(s, object, count) != 0);
     if (!lost && s && count < 0)
@@ -137,6 +144,8 @@ void uobj_note_release(CUgraph graph, CUuserObject object, unsigned count)
 
 int uobj_graph_has(CUgraph graph)
 {
+    if (!__atomic_load_n(&graphs_noted, __ATOMIC_ACQUIRE))
+        return 0;
     pthread_mutex_lock(&uobj_lock);
     const struct uobj_set *s = hmap_get(&objects_by_graph, graph);
     int has = s && s->n > 0;
@@ -148,6 +157,8 @@ void uobj_forget_graph(CUgraph graph)
 {
     pthread_mutex_lock(&uobj_lock);
     struct uobj_set *s = hmap_del(&objects_by_graph, graph);
+    if (s)
+        __atomic_sub_fetch(&graphs_noted, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&uobj_lock);
     if (s) {
         free(s->refs);
@@ -160,6 +171,8 @@ void uobj_forget_graph(CUgraph graph)
 int uobj_exec_adopt(CUgraphExec exec, CUgraph graph)
 {
     struct uobj_set take;
+    if (!__atomic_load_n(&graphs_noted, __ATOMIC_ACQUIRE))
+        return 0;
     pthread_mutex_lock(&uobj_lock);
     int copied = set_copy(&take, hmap_get(&objects_by_graph, graph));
     pthread_mutex_unlock(&uobj_lock);
@@ -250,6 +263,11 @@ static int record_done_event(struct pending_release *p)
 
 void uobj_exec_retire(CUgraphExec exec, int wait)
 {
+    /* Nothing is held for any executable graph (the count rises under
+     * uobj_lock only in adopt, which the cache serialises with this call
+     * for the same executable graph). */
+    if (!__atomic_load_n(&uobj_tracking, __ATOMIC_ACQUIRE))
+        return;
     pthread_mutex_lock(&uobj_lock);
     struct exec_hold *h = hmap_get(&holds_by_exec, exec);
     if (!h || h->held.n == 0) {
@@ -390,4 +408,5 @@ void uobj_after_fork_child(void)
         free(p);
     }
     uobj_tracking = 0;
+    graphs_noted = 0;
 }

@@ -58,6 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 CHECK(conf.sites[j].id != conf.sites[i].id);
         }
         CHECK(conf_mode_name(conf.mode) != NULL);
+        if (conf.cache_budget.set)
+            CHECK(conf.cache_budget.is_percent
+                      ? conf.cache_budget.percent >= 0 && conf.cache_budget.percent <= 100
+                      : conf.cache_budget.bytes <= CONF_BUDGET_MAX_BYTES);
         conf_free(&conf);
     } else {
         check_message(err, "fuzz.conf:");
@@ -90,7 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(settings.nlisted >= 0 && settings.nlisted <= SETTINGS_MAX_LISTED_SITES);
         for (int i = 0; i < settings.nlisted; i++) {
             struct site_policy p = settings_site_policy(&settings, settings.listed[i].id);
-            CHECK(p.max_graphs >= 1 && p.max_graphs <= CONF_MAX_GRAPHS_LIMIT);
+            /* 0: no cap but the site's working set */
+            CHECK(p.max_graphs >= 0 && p.max_graphs <= CONF_MAX_GRAPHS_LIMIT);
         }
         for (size_t i = 0; i < settings.conf.nsites; i++)
             (void)settings_site_policy(&settings, settings.conf.sites[i].id);

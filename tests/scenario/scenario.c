@@ -79,6 +79,42 @@ static void recipe_fork_join(struct sc_recipe *r, int it)
     sc_add(r, SC_AXPY, -1.0f, 2, 1, 0);
 }
 
+/* Every kind of node the benchmarks mix: a memset, a fork onto stream 1
+ * (a kernel and a host callback there), `kernels` kernels on stream 0, the
+ * join, and a device-to-device copy. The shape is set by `kernels`. */
+static void recipe_mixed(struct sc_recipe *r, int it, int kernels)
+{
+    r->n = 0;
+    sc_add(r, SC_MEMSET, (float)(it % 5), 0, 3, 0);
+    sc_add(r, SC_FORK, 0, 0, 0, 0);
+    sc_add(r, SC_SCALE, 0.5f + 0.125f * (float)(it % 3), 2, 0, 1);
+    sc_add(r, SC_HOST, (float)it, 0, 0, 1);
+    for (int k = 0; k < kernels; k++)
+        sc_add(r, SC_AXPY, 0.25f + 0.01f * (float)(it % 7), k % 2, 1, 0);
+    sc_add(r, SC_JOIN, 0, 0, 0, 0);
+    sc_add(r, SC_COPY, 0, 1, 3, 0);
+}
+
+/* Eight nodes whose types spell `it` in base 3: as many nodes every time,
+ * never the same topology twice in a row (an executable update between
+ * any two of them fails). */
+static void recipe_retyped(struct sc_recipe *r, int it)
+{
+    static const enum sc_op_type types[3] = { SC_SCALE, SC_MEMSET, SC_COPY };
+    r->n = 0;
+    for (int i = 0, v = it; i < 8; i++, v /= 3)
+        sc_add(r, types[v % 3], 0.5f + 0.01f * (float)i, i % 3, 1 + i % 3, 0);
+}
+
+/* "cycleK" or "mixedK" with K a number: the cycle length, else 0. */
+static int cycle_length(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) || name[n] < '1' || name[n] > '9')
+        return 0;
+    return atoi(name + n);
+}
+
 /* --- scenario runners -------------------------------------------------------------- */
 
 static int run_loop(const char *name, int iters, const struct sc_options *o)
@@ -95,8 +131,14 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
             recipe_topology(&r, it, name + 5, 4);
         else if (!strcmp(name, "alternate"))
             recipe_shape(&r, it, it % 2 ? 4 : 1);
-        else if (!strcmp(name, "cycle3"))
-            recipe_shape(&r, it, 1 + it % 3);
+        else if (cycle_length(name, "cycle"))
+            recipe_shape(&r, it, 1 + it % cycle_length(name, "cycle"));
+        else if (cycle_length(name, "mixed"))
+            recipe_mixed(&r, it, 1 + 2 * (it % cycle_length(name, "mixed")));
+        else if (!strcmp(name, "fresh_shapes"))
+            recipe_shape(&r, it, 1 + it % (SC_MAX_OPS - 4));   /* a new node count each time */
+        else if (!strcmp(name, "retyped"))
+            recipe_retyped(&r, it);
         else if (!strcmp(name, "cycle_aab"))
             recipe_shape(&r, it, it % 3 == 2 ? 3 : 1);
         else if (!strcmp(name, "delta"))
@@ -489,6 +531,98 @@ static int run_alloc_nodes(int iters)
     return 0;
 }
 
+/* Three sites taking turns in the order A B A C A B ...: with a budget
+ * for two executable graphs, the least recently used one goes, whatever
+ * its site. */
+static int capture_and_run(const struct sc_recipe *r, int it, const char *site)
+{
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    int rc = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+    for (int i = 0; i < r->n; i++)
+        rc = rc * 2 + (sc_enqueue(&ctx, &r->op[i]) != CUDA_SUCCESS);
+    rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[0], &graph);
+    rc = rc * 10 + (int)cuGraphInstantiateWithFlags(&exec, graph, 0);
+    rc = rc * 10 + (int)cuGraphLaunch(exec, ctx.stream[0]);
+    rc = rc * 10 + (int)cuStreamSynchronize(ctx.stream[0]);
+    rc = rc * 10 + (int)cuGraphExecDestroy(exec);
+    rc = rc * 10 + (int)cuGraphDestroy(graph);
+    printf("it=%d site=%s rc=%d sum=%08x\n", it, site, rc, sc_checksum(&ctx));
+    return rc != 0;
+}
+
+static __attribute__((noinline)) int lru_site_a(int it)
+{
+    struct sc_recipe r;
+    recipe_params(&r, it);
+    return capture_and_run(&r, it, "A") + (int)(it < 0);
+}
+
+static __attribute__((noinline)) int lru_site_b(int it)
+{
+    struct sc_recipe r;
+    recipe_params(&r, it + 1);
+    return capture_and_run(&r, it, "B") + (int)(it < 0);
+}
+
+static __attribute__((noinline)) int lru_site_c(int it)
+{
+    struct sc_recipe r;
+    recipe_params(&r, it + 2);
+    return capture_and_run(&r, it, "C") + (int)(it < 0);
+}
+
+static int run_sites_lru(int iters)
+{
+    int failures = 0;
+    for (int it = 0; it < iters; it++) {
+        switch (it % 4) {
+        case 1: failures += lru_site_b(it); break;
+        case 3: failures += lru_site_c(it); break;
+        default: failures += lru_site_a(it); break;
+        }
+    }
+    return failures ? 1 : 0;
+}
+
+/* The best a program can do by hand: one executable graph per shape, kept
+ * and brought up to date with cuGraphExecUpdate; recap must leave it be.
+ * Without `keep`, the same loop as a program without update code writes
+ * it (instantiate, destroy): the baseline scripts/bench-standin-cost
+ * compares with, line for line. */
+static int run_own_updates(int iters, int shapes, int keep)
+{
+    CUgraphExec by_shape[8] = { NULL };
+    struct sc_recipe r;
+    for (int it = 0; it < iters; it++) {
+        int k = it % shapes;
+        CUgraph graph = NULL;
+        recipe_mixed(&r, it, 1 + 2 * k);
+        int rc = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        for (int i = 0; i < r.n; i++)
+            rc = rc * 2 + (sc_enqueue(&ctx, &r.op[i]) != CUDA_SUCCESS);
+        rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        if (by_shape[k]) {
+            CUgraphExecUpdateResultInfo info;
+            rc = rc * 10 + (int)cuGraphExecUpdate(by_shape[k], graph, &info);
+        } else {
+            rc = rc * 10 + (int)cuGraphInstantiateWithFlags(&by_shape[k], graph, 0);
+        }
+        rc = rc * 10 + (int)cuGraphLaunch(by_shape[k], ctx.stream[0]);
+        rc = rc * 10 + (int)cuStreamSynchronize(ctx.stream[0]);
+        if (!keep) {
+            rc = rc * 10 + (int)cuGraphExecDestroy(by_shape[k]);
+            by_shape[k] = NULL;
+        }
+        rc = rc * 10 + (int)cuGraphDestroy(graph);
+        printf("it=%d shape=%d rc=%d sum=%08x\n", it, k, rc, sc_checksum(&ctx));
+    }
+    for (int k = 0; k < shapes; k++)
+        if (by_shape[k])
+            printf("destroy %d rc=%d\n", k, (int)cuGraphExecDestroy(by_shape[k]));
+    return 0;
+}
+
 /* --- many threads at many sites ------------------------------------------------------ */
 
 struct worker {
@@ -607,6 +741,14 @@ int main(int argc, char **argv)
         rc = run_inflight(iters, !strcmp(name, "inflight_fork"));
     else if (!strcmp(name, "threads"))
         rc = run_threads(iters);
+    else if (!strcmp(name, "sites_lru"))
+        rc = run_sites_lru(iters);
+    else if (!strcmp(name, "own_updates"))
+        rc = run_own_updates(iters, 3, 1);
+    else if (!strcmp(name, "own_updates1"))
+        rc = run_own_updates(iters, 1, 1);
+    else if (!strcmp(name, "own_plain1"))
+        rc = run_own_updates(iters, 1, 0);
     else
         rc = run_loop(name, iters, &o);
     if (getenv("SCENARIO_DRAIN")) {

@@ -38,7 +38,7 @@ struct sc_op {
     unsigned grid;  /* blocks of 64 threads; 0 means SC_N/64 */
 };
 
-#define SC_MAX_OPS 64
+#define SC_MAX_OPS 256
 
 struct sc_recipe {
     struct sc_op op[SC_MAX_OPS];

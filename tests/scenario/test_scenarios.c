@@ -276,12 +276,12 @@ Test(scenario, alternating_shapes_settle)
 
 Test(scenario, cycle_of_three_shapes_settles)
 {
-    cycle_case("cycle3", 3, "[defaults]\nmax_graphs = 3\n");
+    cycle_case("cycle3", 3, NULL);
 }
 
 Test(scenario, cycle_with_a_repeated_shape_settles)
 {
-    cycle_case("cycle_aab", 3, "[defaults]\nmax_graphs = 3\n");
+    cycle_case("cycle_aab", 3, NULL);
 }
 
 Test(scenario, permanent_shape_change_settles)
@@ -420,7 +420,11 @@ Test(scenario, graph_destroyed_one_iteration_late)
 
 Test(scenario, out_of_memory_releases_the_cache)
 {
-    struct sc_case c = { .name = "oom", .iters = 8, .driver = "13030", .failure = "call", .config = NULL, .env = { "STANDIN_DEVICE_MEMORY=1048576", "SCENARIO_OOM_BYTES=1000000" } };
+    /* A budget as large as the device, so that recap holds what the
+     * program's allocation needs. */
+    struct sc_case c = { .name = "oom", .iters = 8, .driver = "13030", .failure = "call",
+                         .config = "[defaults]\ncache_budget = 1MiB\n",
+                         .env = { "STANDIN_DEVICE_MEMORY=1048576", "SCENARIO_OOM_BYTES=1000000" } };
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_neq(strstr(o.base.out, "big allocation rc=0"), NULL);
@@ -517,5 +521,157 @@ Test(scenario, every_fallback_is_written_however_long_the_run)
     struct sc_outcome o;
     sc_compare(&c, &o);
     cr_expect_eq(run_count_lines(o.log, "\"path\":\"fallback\"", NULL), run_log_total(o.log, "fallbacks"));
+    sc_done(&o);
+}
+
+/* --- adaptive reuse: working sets, the budget, the back-off ----------------------------- */
+
+/* Reuse after the first pass of a k-shape cycle, from the end totals: at
+ * least 90 % of the instantiations (and, at 13.3, the captures) after the
+ * first k are served from what recap kept, with no configuration. */
+static void working_set_case(const char *name, int k, const char *driver)
+{
+    int iters = 10 * k + 20;
+    struct sc_case c = { .name = name, .iters = iters, .driver = driver };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    long after_first = iters - k;
+    cr_expect_geq(run_log_total(o.log, "reused") * 10, after_first * 9,
+                  "%s at %s: %ld of %ld instantiations after the first cycle reused", name,
+                  driver, run_log_total(o.log, "reused"), after_first);
+    if (!strcmp(driver, "13030"))
+        cr_expect_geq(run_log_total(o.log, "recaptured") * 10, after_first * 9,
+                      "%s at %s: %ld of %ld captures after the first cycle recaptured", name,
+                      driver, run_log_total(o.log, "recaptured"), after_first);
+    cr_expect_eq(run_log_total(o.log, "backoffs"), 0);
+    cr_expect_eq(run_log_total(o.log, "evicted"), 0, "the working set fits the default budget");
+    sc_done(&o);
+}
+
+Test(scenario, cycle_of_3_shapes_is_reused_by_default)
+{
+    working_set_case("cycle3", 3, "13000");
+    working_set_case("mixed3", 3, "13000");
+}
+
+Test(scenario, cycle_of_8_shapes_is_reused_by_default)
+{
+    working_set_case("cycle8", 8, "13000");
+    working_set_case("mixed8", 8, "13000");
+}
+
+Test(scenario, cycles_are_recaptured_at_13_3)
+{
+    working_set_case("mixed3", 3, "13030");
+    working_set_case("mixed8", 8, "13030");
+}
+
+/* A cycle the budget cannot hold: no harm (same results, the site stops
+ * keeping and looking), and what recap keeps never exceeds the budget. */
+Test(scenario, more_shapes_than_the_budget_holds)
+{
+    struct sc_case c = { .name = "mixed8", .iters = 200, .driver = "13000",
+                         .config = "[defaults]\ncache_budget = 400KiB\n" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_log_total(o.log, "budget_bytes"), 400 * 1024);
+    cr_expect_leq(run_log_total(o.log, "kept_bytes_peak"), 400 * 1024);
+    cr_expect_gt(run_log_total(o.log, "evicted"), 0);
+    cr_expect_geq(run_log_total(o.log, "backoffs"), 1);
+    cr_expect_geq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"stopped\"", NULL), 1);
+    /* Every instantiation is the program's own, done once; while stopped
+     * nothing is kept: open for two windows of 64 looks in 200 captures
+     * (0-63, then 128-191 after the back-off of 64). */
+    cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 200);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 0);
+    cr_expect_leq(run_log_total(o.log, "kept"), 2 * 64);
+    sc_done(&o);
+}
+
+/* A new shape every time: the site stops keeping and looking after a
+ * window of misses, tries again after 64 captures, and stops again for
+ * twice as long; each step is in the log with its reason. */
+static void never_reused_case(const char *driver)
+{
+    struct sc_case c = { .name = "fresh_shapes", .iters = 200, .driver = driver };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_log_total(o.log, "reused"), 0);
+    cr_expect_eq(run_log_total(o.log, "backoffs"), 2);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"stopped\"",
+                                 "misses against 0 hits", "\"backoff\":64,", NULL), 1);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"resumed\"", NULL), 1);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"stopped\"",
+                                 "\"backoff\":128,", NULL), 1);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"instantiate\"", "reuse stopped at this site",
+                                 NULL) > 0, 1);
+    cr_expect_leq(run_log_total(o.log, "kept_bytes_peak"), run_log_total(o.log, "budget_bytes"));
+    sc_done(&o);
+}
+
+Test(scenario, never_reusable_site_backs_off_at_13_0)
+{
+    never_reused_case("13000");
+}
+
+Test(scenario, never_reusable_site_backs_off_at_13_3)
+{
+    never_reused_case("13030");
+}
+
+/* Same node count, another topology every time: executable updates fail,
+ * three in a row stop the site; it tries again after the back-off. */
+Test(scenario, updates_that_keep_failing_back_off)
+{
+    struct sc_case c = { .name = "retyped", .iters = 200, .driver = "13000" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"stopped\"",
+                                 "failed in a row", NULL), 2);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"resumed\"", NULL), 2);
+    cr_expect_leq(run_log_total(o.log, "update_failures"), 3 * 3);
+    sc_done(&o);
+}
+
+/* Three sites, a budget for two executable graphs, in the order A B A C A
+ * B A C ...: the least recently used goes whatever its site, so A, used
+ * every other time, always hits, and B and C evict each other. */
+Test(scenario, eviction_across_sites_is_least_recently_used)
+{
+    struct sc_case c = { .name = "sites_lru", .iters = 40, .driver = "13000",
+                         .config = "[defaults]\ncache_budget = 200KiB\n" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"site\"", NULL), 3);
+    /* 20 captures at A: only the first misses. B and C: 10 each, all miss. */
+    cr_expect_eq(run_log_total(o.log, "reused"), 19);
+    cr_expect_eq(run_log_total(o.log, "evicted"), 19, "every B and C but the last evicted");
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"", "\"reused\":19,", NULL), 1,
+                 "all reuse at site A");
+    cr_expect_leq(run_log_total(o.log, "kept_bytes_peak"), 200 * 1024);
+    sc_done(&o);
+}
+
+/* A program that keeps one executable graph per shape and updates it
+ * itself: recap instantiates and updates exactly what the program asks. */
+Test(scenario, program_updating_its_own_executables_is_left_alone)
+{
+    struct sc_case c = { .name = "own_updates", .iters = 30, .driver = "13000" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 3);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 27);
+    cr_expect_eq(run_stat(o.base_stats, "cuGraphExecUpdate_v2"), 27);
+    cr_expect_eq(run_log_total(o.log, "instantiations"), 3);
+    sc_done(&o);
+}
+
+Test(scenario, program_updating_its_own_executables_at_13_3)
+{
+    struct sc_case c = { .name = "own_updates", .iters = 30, .driver = "13030" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 3);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 27);
     sc_done(&o);
 }

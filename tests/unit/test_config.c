@@ -26,10 +26,31 @@ struct bad_case {
 };
 
 static const struct bad_case bad_cases[] = {
+    { "cache_budget unknown unit", "[defaults]\ncache_budget = 12 parsecs\n", 0,
+      "t.conf:2: found cache_budget = \"12 parsecs\", expected a size in bytes with an optional "
+      "unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB) such as 512MiB, at most 1PiB, or a whole "
+      "percentage of device memory from 0% to 100% such as 2%" },
+    { "cache_budget over 100%", "[defaults]\ncache_budget = 101%\n", 0,
+      "t.conf:2: found cache_budget = \"101%\"" },
+    { "cache_budget fraction", "[defaults]\ncache_budget = 1.5GiB\n", 0,
+      "t.conf:2: found cache_budget = \"1.5GiB\"" },
+    { "cache_budget negative", "\n[defaults]\ncache_budget = -1\n", 0,
+      "t.conf:3: found cache_budget = \"-1\"" },
+    { "cache_budget over 1PiB", "[defaults]\ncache_budget = 2048TiB\n", 0,
+      "t.conf:2: found cache_budget = \"2048TiB\"" },
+    { "cache_budget too many digits", "[defaults]\ncache_budget = 99999999999999999999\n", 0,
+      "t.conf:2: found cache_budget = \"99999999999999999999\"" },
+    { "cache_budget empty", "[defaults]\ncache_budget =\n", 0,
+      "t.conf:2: found an empty value for cache_budget, expected a size such as 512MiB or a "
+      "share such as 2%" },
+    { "cache_budget in a site", "[site " ID1 "]\ncache_budget = 1MiB\n", 0,
+      "t.conf:2: found cache_budget in a [site] section, expected it only in [defaults]" },
+    { "cache_budget twice", "[defaults]\ncache_budget = 1MiB\ncache_budget = 2MiB\n", 0,
+      "t.conf:3: found a second cache_budget in this section (first at line 2)" },
     { "unknown section", "[default]\nmode = auto\n", 0,
       "t.conf:1: found section \"[default]\", expected [defaults] or [site ID]" },
     { "unknown key in defaults", "[defaults]\nmod = auto\n", 0,
-      "t.conf:2: found unknown key \"mod\", expected mode, max_graphs or stack_depth" },
+      "t.conf:2: found unknown key \"mod\", expected mode, max_graphs, stack_depth or cache_budget" },
     { "unknown key in site", "[site " ID1 "]\ncolour = red\n", 0,
       "t.conf:2: found unknown key \"colour\", expected mode, max_graphs or label" },
     { "bad mode", "[defaults]\nmode = fast\n", 0,
@@ -321,4 +342,27 @@ Test(config, load_reads_file_and_reports_unreadable)
     snprintf(path, sizeof path, "%s/good.conf", dir);
     unlink(path);
     rmdir(dir);
+}
+
+Test(config, cache_budget_sizes_and_shares)
+{
+    static const struct { const char *text; int is_percent; int percent; uint64_t bytes; } ok[] = {
+        { "512MiB", 0, 0, 512ull << 20 }, { "2GiB", 0, 0, 2ull << 30 }, { "1048576", 0, 0, 1048576 },
+        { "64 KiB", 0, 0, 64 << 10 }, { "100MB", 0, 0, 100000000 }, { "0", 0, 0, 0 },
+        { "3B", 0, 0, 3 }, { "1TiB", 0, 0, 1ull << 40 }, { "1024TiB", 0, 0, 1ull << 50 },
+        { "2%", 1, 2, 0 }, { "0%", 1, 0, 0 }, { "100 %", 1, 100, 0 },
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "[defaults]\ncache_budget = %s # note\n", ok[i].text);
+        struct conf_file conf;
+        char err[512];
+        cr_assert_eq(conf_parse("t.conf", text, strlen(text), &conf, err, sizeof err), 0, "%s: %s",
+                     ok[i].text, err);
+        cr_expect_eq(conf.cache_budget.set, 1, "%s", ok[i].text);
+        cr_expect_eq(conf.cache_budget.is_percent, ok[i].is_percent, "%s", ok[i].text);
+        cr_expect_eq(conf.cache_budget.percent, ok[i].percent, "%s", ok[i].text);
+        cr_expect_eq(conf.cache_budget.bytes, ok[i].bytes, "%s", ok[i].text);
+        conf_free(&conf);
+    }
 }

@@ -186,3 +186,34 @@ Test(predict, hit_rate_on_a_phase_change)
     }
     cr_expect_eq(misses_late, 0);
 }
+
+Test(predict, a_shape_never_seen_before_predicts_nothing)
+{
+    struct shape_history h;
+    memset(&h, 0, sizeof h);
+    predict_record(&h, A);
+    predict_record(&h, B);
+    cr_expect_eq(predict_next(&h, 4), 0, "B is new: no guess that it repeats");
+    predict_record(&h, B);
+    cr_expect_eq(predict_next(&h, 4), B);
+}
+
+Test(predict, working_set_counts_distinct_shapes_of_the_window)
+{
+    struct shape_history h;
+    memset(&h, 0, sizeof h);
+    cr_expect_eq(predict_working_set(&h), 1);
+    for (int i = 0; i < 300; i++)
+        predict_record(&h, 100 + (uint64_t)(i % 8));
+    cr_expect_eq(predict_working_set(&h), 8);
+    /* A steady stretch as long as the window forgets the cycle. */
+    for (int i = 0; i < PREDICT_WINDOW - 1; i++)
+        predict_record(&h, A);
+    cr_expect_eq(predict_working_set(&h), 2);
+    predict_record(&h, A);
+    cr_expect_eq(predict_working_set(&h), 1);
+    /* A new shape every time: the window's size. */
+    for (int i = 0; i < 500; i++)
+        predict_record(&h, 1000 + (uint64_t)i);
+    cr_expect_eq(predict_working_set(&h), PREDICT_WINDOW);
+}

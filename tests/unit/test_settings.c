@@ -94,7 +94,7 @@ static const struct env_case env_cases[] = {
     { "env mode beats config defaults", { "RECAP_CONFIG=t.conf", "RECAP_MODE=recapture" },
       conf_basic, { NULL }, RECAP_MODE_RECAPTURE, 0, SITES_ALL },
     { "config error", { "RECAP_CONFIG=t.conf" }, "[defaults]\nmode = update\nbogus = 1\n",
-      { "recap: t.conf:3: found unknown key \"bogus\", expected mode, max_graphs or stack_depth" },
+      { "recap: t.conf:3: found unknown key \"bogus\", expected mode, max_graphs, stack_depth or cache_budget" },
       RECAP_MODE_OBSERVE, 1 },
     { "config error and sites label", { "RECAP_CONFIG=t.conf", "RECAP_SITES=decode" },
       "[site " ID1 "]\nlabel = decode\nlabel = again\n",
@@ -285,7 +285,7 @@ static const char conf_observe_default[] =
     "[defaults]\nmode = observe\n[site " ID1 "]\nmode = update\n";
 
 static const struct policy_case policy_cases[] = {
-    { "no config: auto", { NULL }, NULL, ID1_N, RECAP_MODE_AUTO, 2, NULL },
+    { "no config: auto", { NULL }, NULL, ID1_N, RECAP_MODE_AUTO, 0, NULL },
     { "site section mode", { "RECAP_CONFIG=t" }, conf_sites, ID1_N, RECAP_MODE_RECAPTURE, 9,
       "decode" },
     { "site without mode gets defaults", { "RECAP_CONFIG=t" }, conf_sites, ID2_N,
@@ -299,26 +299,26 @@ static const struct policy_case policy_cases[] = {
     { "env observe over site section", { "RECAP_CONFIG=t", "RECAP_MODE=observe" }, conf_sites,
       ID1_N, RECAP_MODE_OBSERVE, 9, "decode" },
     { "env off over everything", { "RECAP_CONFIG=t", "RECAP_MODE=off" }, conf_sites, ID1_N,
-      RECAP_MODE_OFF, 2, NULL /* config not read */ },
+      RECAP_MODE_OFF, 0, NULL /* config not read */ },
     { "site section off", { "RECAP_CONFIG=t", "RECAP_MODE=update" }, conf_sites,
       0x2222222222222222ull, RECAP_MODE_OFF, 3, NULL },
     { "file observe default, site update", { "RECAP_CONFIG=t" }, conf_observe_default, ID1_N,
-      RECAP_MODE_UPDATE, 2, NULL },
+      RECAP_MODE_UPDATE, 0, NULL },
     { "file observe default, other site", { "RECAP_CONFIG=t" }, conf_observe_default, ID3_N,
-      RECAP_MODE_OBSERVE, 2, NULL },
+      RECAP_MODE_OBSERVE, 0, NULL },
     { "listed by label", { "RECAP_CONFIG=t", "RECAP_SITES=decode" }, conf_sites, ID1_N,
       RECAP_MODE_RECAPTURE, 9, "decode" },
     { "not listed is observed", { "RECAP_CONFIG=t", "RECAP_SITES=decode" }, conf_sites, ID2_N,
       RECAP_MODE_OBSERVE, 3, "prefill" },
-    { "listed by id", { "RECAP_SITES=" ID2 }, NULL, ID2_N, RECAP_MODE_AUTO, 2, NULL },
+    { "listed by id", { "RECAP_SITES=" ID2 }, NULL, ID2_N, RECAP_MODE_AUTO, 0, NULL },
     { "listed by id, other observed", { "RECAP_SITES=" ID2 }, NULL, ID1_N, RECAP_MODE_OBSERVE,
-      2, NULL },
+      0, NULL },
     { "none observes", { "RECAP_CONFIG=t", "RECAP_SITES=none" }, conf_sites, ID1_N,
       RECAP_MODE_OBSERVE, 9, "decode" },
     { "degraded observes even a site section", { "RECAP_CONFIG=t", "RECAP_VERBOSE=x" },
       conf_sites, ID1_N, RECAP_MODE_OBSERVE, 9, "decode" },
     { "off in defaults wins", { "RECAP_CONFIG=t" }, "[defaults]\nmode=off\n[site " ID1 "]\n"
-      "mode = auto\n", ID1_N, RECAP_MODE_OFF, 2, NULL },
+      "mode = auto\n", ID1_N, RECAP_MODE_OFF, 0, NULL },
 };
 
 Test(settings, site_policy_precedence)
@@ -407,4 +407,30 @@ Test(settings, log_path_host)
     cr_assert_eq(settings_expand_log_path("log-%h.jsonl", envp, 1, out, sizeof out, err,
                                           sizeof err), 0);
     cr_expect_str_eq(out, want);
+}
+
+Test(settings, cache_budget_from_the_file_or_a_capped_share)
+{
+    static const struct { const char *conf; uint64_t total; uint64_t want; } cases[] = {
+        /* default: 2 % of the device, at most 1 GiB; 64 MiB while unknown */
+        { NULL, 1ull << 30, (1ull << 30) / 100 * 2 },
+        { NULL, 141ull << 30, 1ull << 30 },
+        { NULL, 0, 64ull << 20 },
+        { "[defaults]\ncache_budget = 512MiB\n", 141ull << 30, 512ull << 20 },
+        { "[defaults]\ncache_budget = 512MiB\n", 0, 512ull << 20 },
+        { "[defaults]\ncache_budget = 10%\n", 141ull << 30, (141ull << 30) / 100 * 10 },
+        { "[defaults]\ncache_budget = 0%\n", 0, 0 },
+        { "[defaults]\ncache_budget = 0\n", 1ull << 30, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct recap_settings *s = malloc(sizeof *s);
+        char err[1024];
+        const char *env[] = { cases[i].conf ? "RECAP_CONFIG=t" : NULL, NULL };
+        load(s, env, cases[i].conf, err, sizeof err);
+        cr_expect_eq(err[0], '\0', "case %zu: %s", i, err);
+        cr_expect_eq(settings_cache_budget(s, cases[i].total), cases[i].want, "case %zu: %llu", i,
+                     (unsigned long long)settings_cache_budget(s, cases[i].total));
+        settings_free(s);
+        free(s);
+    }
 }

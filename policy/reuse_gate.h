@@ -1,0 +1,59 @@
+/*
+ * reuse_gate.h - whether keeping and looking pays at a site, and the
+ * back-off when it does not (module prefix gate_).
+ *
+ * Owns: the rule. Every time a site looks into what recap keeps for it (a
+ * graph to recapture into, an executable graph to update) the look is a
+ * hit, a miss (nothing of that shape), or a failure (found, but the
+ * recapture or update failed). Looks are judged in windows of GATE_WINDOW:
+ * a window with more misses and failures than hits closes the gate, and so
+ * do GATE_FAILURES_IN_ROW failures in a row. A closed site neither keeps
+ * nor looks - its captures and instantiations cost what observe mode's do
+ * - until `backoff` more captures have begun; then it tries again. The
+ * back-off starts at GATE_BACKOFF_FIRST captures and doubles each time a
+ * site closes again without a good window in between (at most
+ * GATE_BACKOFF_MAX); a good window resets it. A cycle of k shapes misses
+ * only in its first pass (k misses per kind looked into, two kinds at
+ * 13.3), so with a window of 64 looks a cycle of up to 16 shapes stays
+ * open.
+ *
+ * Must never: allocate, lock or call anything (the caller holds the site's
+ * lock and logs what the returned change says).
+ */
+#ifndef RECAP_REUSE_GATE_H
+#define RECAP_REUSE_GATE_H
+
+#define GATE_WINDOW 64
+#define GATE_FAILURES_IN_ROW 3
+#define GATE_BACKOFF_FIRST 64ul
+#define GATE_BACKOFF_MAX 65536ul
+
+enum gate_look { GATE_HIT, GATE_MISS, GATE_FAILED };
+
+enum gate_change {
+    GATE_SAME,
+    GATE_CLOSED_MISSES,       /* a window's misses outweighed its hits */
+    GATE_CLOSED_FAILURES,     /* GATE_FAILURES_IN_ROW failures in a row */
+    GATE_REOPENED,            /* the back-off elapsed */
+};
+
+struct reuse_gate {
+    unsigned hits, misses;          /* in the current window; failures count as misses */
+    unsigned failures_in_row;
+    int closed;
+    unsigned long reopen_at;        /* while closed: the capture count that reopens it */
+    unsigned long backoff;          /* captures the next closing lasts; 0: GATE_BACKOFF_FIRST */
+    unsigned long closings;         /* how often it closed */
+    /* The window that closed it, for the log. */
+    unsigned last_hits, last_misses;
+};
+
+/* Whether the site keeps and looks at capture count `now`. A closed gate
+ * whose back-off elapsed reopens (*change = GATE_REOPENED). */
+int gate_open(struct reuse_gate *g, unsigned long now, enum gate_change *change);
+
+/* Records one look at capture count `now`; returns what changed. Looks
+ * while closed are ignored. */
+enum gate_change gate_record(struct reuse_gate *g, enum gate_look look, unsigned long now);
+
+#endif

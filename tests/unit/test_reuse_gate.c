@@ -1,0 +1,118 @@
+/*
+ * test_reuse_gate.c - the back-off rule: windows of looks, closing when
+ * misses outweigh hits or failures come three in a row, reopening after a
+ * doubling back-off that a good window resets.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "policy/reuse_gate.h"
+
+static struct reuse_gate gate;
+static unsigned long now;
+
+static void init(void)
+{
+    memset(&gate, 0, sizeof gate);
+    now = 0;
+}
+
+/* One capture with one look; returns the change the look made. */
+static enum gate_change look(enum gate_look l)
+{
+    enum gate_change reopened;
+    now++;
+    if (!gate_open(&gate, now, &reopened))
+        return GATE_SAME;
+    if (reopened != GATE_SAME)
+        return reopened;
+    return gate_record(&gate, l, now);
+}
+
+TestSuite(gate, .init = init);
+
+Test(gate, a_cycle_missing_only_its_first_pass_stays_open)
+{
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(look(i % 16 < 16 && i < 16 ? GATE_MISS : GATE_HIT), GATE_SAME, "look %d", i);
+    cr_expect_eq(gate.closings, 0);
+}
+
+Test(gate, half_misses_stay_open_more_close)
+{
+    for (int i = 0; i < GATE_WINDOW; i++)
+        cr_assert_eq(look(i % 2 ? GATE_MISS : GATE_HIT), GATE_SAME);
+    for (int i = 0; i < GATE_WINDOW - 1; i++)
+        cr_assert_eq(look(i % 2 && i < 40 ? GATE_HIT : GATE_MISS), GATE_SAME);
+    cr_expect_eq(look(GATE_MISS), GATE_CLOSED_MISSES);
+    cr_expect_eq(gate.last_hits + gate.last_misses, GATE_WINDOW);
+    cr_expect_gt(gate.last_misses, gate.last_hits);
+}
+
+Test(gate, misses_close_then_the_back_off_doubles)
+{
+    unsigned long closed_at = 0;
+    unsigned long expected_backoff = GATE_BACKOFF_FIRST;
+    int closings = 0;
+    for (int i = 0; i < 5000 && closings < 6; i++) {
+        enum gate_change c = look(GATE_MISS);
+        if (c == GATE_CLOSED_MISSES) {
+            closings++;
+            closed_at = now;
+            cr_expect_eq(gate.reopen_at - now, expected_backoff, "closing %d", closings);
+            expected_backoff *= 2;
+        } else if (c == GATE_REOPENED) {
+            cr_expect_eq(now - closed_at, expected_backoff / 2);
+        }
+    }
+    cr_expect_eq(closings, 6);
+}
+
+Test(gate, closed_gate_ignores_looks_and_reopens_on_time)
+{
+    for (int i = 0; i < GATE_WINDOW - 1; i++)
+        look(GATE_MISS);
+    cr_assert_eq(look(GATE_MISS), GATE_CLOSED_MISSES);
+    unsigned long reopen = gate.reopen_at;
+    enum gate_change c;
+    cr_expect_eq(gate_open(&gate, reopen - 1, &c), 0);
+    cr_expect_eq(gate_record(&gate, GATE_HIT, reopen - 1), GATE_SAME);
+    cr_expect_eq(gate_open(&gate, reopen, &c), 1);
+    cr_expect_eq(c, GATE_REOPENED);
+    cr_expect_eq(gate.hits + gate.misses, 0);
+}
+
+Test(gate, three_failures_in_a_row_close_at_once)
+{
+    cr_expect_eq(look(GATE_FAILED), GATE_SAME);
+    cr_expect_eq(look(GATE_FAILED), GATE_SAME);
+    cr_expect_eq(look(GATE_HIT), GATE_SAME);     /* a hit breaks the run */
+    cr_expect_eq(look(GATE_FAILED), GATE_SAME);
+    cr_expect_eq(look(GATE_FAILED), GATE_SAME);
+    cr_expect_eq(look(GATE_FAILED), GATE_CLOSED_FAILURES);
+    cr_expect_eq(gate.reopen_at - now, GATE_BACKOFF_FIRST);
+}
+
+Test(gate, a_good_window_resets_the_back_off)
+{
+    for (int i = 0; i < GATE_WINDOW; i++)
+        look(GATE_MISS);
+    while (look(GATE_HIT) != GATE_REOPENED)
+        ;
+    for (int i = 0; i < GATE_WINDOW; i++)
+        look(GATE_HIT);                        /* a good window */
+    for (int i = 0; i < GATE_WINDOW - 1; i++)
+        look(GATE_MISS);
+    cr_assert_eq(look(GATE_MISS), GATE_CLOSED_MISSES);
+    cr_expect_eq(gate.reopen_at - now, GATE_BACKOFF_FIRST);
+}
+
+Test(gate, back_off_is_bounded)
+{
+    for (int i = 0; i < 40; i++) {
+        while (look(GATE_MISS) != GATE_CLOSED_MISSES)
+            ;
+        cr_assert_leq(gate.reopen_at - now, GATE_BACKOFF_MAX);
+        now = gate.reopen_at - 1;
+    }
+}
