@@ -11,7 +11,9 @@
  *                                separated by a space or tab, is a comment
  *
  * Keys: mode (auto|recapture|update|observe|off), max_graphs (1..64),
- * stack_depth (1..SITE_MAX_DEPTH, [defaults] only), label ([site] only:
+ * stack_depth (1..SITE_MAX_DEPTH, [defaults] only), python_skip ([defaults]
+ * only: path fragments separated by commas, each made of letters, digits
+ * and _ - . / < >, whose Python frames are not the program's), label ([site] only:
  * letters, digits and _ - . :, at most 63 bytes, unique across sites, and
  * neither "all", "none" nor 16 hex digits, which RECAP_SITES would read
  * otherwise). Each key at most once per section. Lines are at most
@@ -39,10 +41,10 @@
 #define CONF_FILE_MAX (1024 * 1024)   /* bytes; a configuration is a few lines */
 #define CONF_SHOWN 48                  /* input bytes quoted in a message */
 
-enum conf_key { KEY_MODE, KEY_MAX_GRAPHS, KEY_STACK_DEPTH, KEY_LABEL, KEY_COUNT };
+enum conf_key { KEY_MODE, KEY_MAX_GRAPHS, KEY_STACK_DEPTH, KEY_LABEL, KEY_PYTHON_SKIP, KEY_COUNT };
 
 static const char *const conf_key_names[KEY_COUNT] = {
-    "mode", "max_graphs", "stack_depth", "label",
+    "mode", "max_graphs", "stack_depth", "label", "python_skip",
 };
 
 static const char *const conf_mode_names[] = {
@@ -133,7 +135,13 @@ static size_t conf_before_comment(const char *s, size_t n)
 static int conf_label_char(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.' || c == ':';
+           c == '_' || c == '-' || c == '.' || c == ':' || c == '/';
+}
+
+static int conf_skip_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-' || c == '.' || c == '/' || c == '<' || c == '>';
 }
 
 /* Parses a decimal integer in [lo, hi] spelled only with digits. */
@@ -270,7 +278,7 @@ static int conf_value_label(struct conf_parser *p, const char *v, size_t n,
                          CONF_LABEL_MAX - 1);
     for (size_t i = 0; i < n; i++)
         if (!conf_label_char((unsigned char)v[i]))
-            return conf_fail(p, "found label = %s, expected letters, digits, _ - . or :",
+            return conf_fail(p, "found label = %s, expected letters, digits, _ - . : or /",
                              conf_q(v, n, q, sizeof q));
     char label[CONF_LABEL_MAX];
     memcpy(label, v, n);
@@ -292,6 +300,36 @@ static int conf_value_label(struct conf_parser *p, const char *v, size_t n,
         }
     }
     memcpy(site->label, label, n + 1);
+    return 0;
+}
+
+/* python_skip = torch_ext, my/plumbing.py: each entry non-empty, no
+ * spaces inside. */
+static int conf_value_python_skip(struct conf_parser *p, const char *v, size_t n)
+{
+    char q[QBUF];
+    if (n >= CONF_PYTHON_SKIP_MAX)
+        return conf_fail(p, "found python_skip of %zu bytes, expected at most %d", n,
+                         CONF_PYTHON_SKIP_MAX - 1);
+    size_t at = 0;
+    while (at <= n) {
+        const char *comma = memchr(v + at, ',', n - at);
+        size_t end = comma ? (size_t)(comma - v) : n;
+        const char *e = v + at;
+        size_t elen = end - at;
+        conf_trim(&e, &elen);
+        if (elen == 0)
+            return conf_fail(p, "found an empty entry in python_skip = %s, expected path "
+                             "fragments separated by commas", conf_q(v, n, q, sizeof q));
+        for (size_t i = 0; i < elen; i++)
+            if (!conf_skip_char((unsigned char)e[i]))
+                return conf_fail(p, "found python_skip entry %s, expected letters, digits and "
+                                 "_ - . / < > (a path fragment such as mylib or pkg/ops.py)",
+                                 conf_q(e, elen, q, sizeof q));
+        at = end + 1;
+    }
+    memcpy(p->conf->python_skip, v, n);
+    p->conf->python_skip[n] = '\0';
     return 0;
 }
 
@@ -323,11 +361,15 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
     if (k < 0)
         return conf_fail(p, "found unknown key %s, expected %s",
                          conf_q(key, key_len, q, sizeof q),
-                         p->section == SECTION_DEFAULTS ? "mode, max_graphs or stack_depth"
-                                                        : "mode, max_graphs or label");
+                         p->section == SECTION_DEFAULTS
+                             ? "mode, max_graphs, stack_depth or python_skip"
+                             : "mode, max_graphs or label");
     if (k == KEY_STACK_DEPTH && p->section == SECTION_SITE)
         return conf_fail(p, "found stack_depth in a [site] section, expected it only in "
                          "[defaults] (one depth identifies all sites)");
+    if (k == KEY_PYTHON_SKIP && p->section == SECTION_SITE)
+        return conf_fail(p, "found python_skip in a [site] section, expected it only in "
+                         "[defaults] (it decides what the sites are)");
     if (k == KEY_LABEL && p->section == SECTION_DEFAULTS)
         return conf_fail(p, "found label in [defaults], expected label only in [site ID] "
                          "sections");
@@ -338,6 +380,7 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
         return conf_fail(p, "found an empty value for %s, expected %s", conf_key_names[k],
                          k == KEY_MODE ? "auto, recapture, update, observe or off"
                          : k == KEY_LABEL ? "a label"
+                         : k == KEY_PYTHON_SKIP ? "path fragments separated by commas"
                          : "a number");
     p->key_line[k] = p->line;
 
@@ -367,6 +410,8 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
                              conf_q(value, value_len, q, sizeof q), SITE_MAX_DEPTH);
         conf->stack_depth = number;
         return 0;
+    case KEY_PYTHON_SKIP:
+        return conf_value_python_skip(p, value, value_len);
     default:
         return conf_value_label(p, value, value_len, site);
     }

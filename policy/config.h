@@ -3,7 +3,7 @@
  *
  * Owns: parsing "[defaults]" and "[site ID]" sections of "key = value" lines
  * with "#" comments into a conf_file. Keys: mode, max_graphs, stack_depth
- * (defaults only), label. Must never: read the environment, print, or leave
+ * and python_skip (defaults only), label. Must never: read the environment, print, or leave
  * a half-filled conf_file behind an error.
  */
 #ifndef RECAP_CONFIG_H
@@ -23,6 +23,7 @@ enum recap_mode {
 #define CONF_LABEL_MAX 64          /* bytes, including the NUL */
 #define CONF_MAX_GRAPHS_LIMIT 64
 #define CONF_LINE_MAX 1024         /* longer lines are an error */
+#define CONF_PYTHON_SKIP_MAX 512   /* python_skip's value, NUL included */
 
 struct conf_site {
     uint64_t id;
@@ -38,6 +39,7 @@ struct conf_file {
     enum recap_mode mode;
     int max_graphs;                /* 0: not set */
     int stack_depth;               /* 0: not set */
+    char python_skip[CONF_PYTHON_SKIP_MAX];   /* "": not set; comma-separated */
     struct conf_site *sites;       /* owned; freed by conf_free */
     size_t nsites;
 };

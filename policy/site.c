@@ -324,6 +324,24 @@ uint64_t site_id_of(const struct site_stack *st)
     return h != 0 ? h : 1;
 }
 
+uint64_t site_id_of_until(const struct site_stack *st, uintptr_t stop_base, int *kept)
+{
+    uint64_t h = FNV_OFFSET;
+    int depth = st->depth < 0 ? 0 : st->depth > SITE_MAX_DEPTH ? SITE_MAX_DEPTH : st->depth;
+    int i = 0;
+    for (; i < depth; i++) {
+        uintptr_t base;
+        uint64_t frame;
+        site_lookup((uintptr_t)st->pc[i], &base, &frame);
+        if (stop_base != 0 && base == stop_base)
+            break;
+        h = site_mix64((h ^ frame) * FNV_PRIME + (uint64_t)i);
+    }
+    if (kept)
+        *kept = i;
+    return h != 0 ? h : 1;
+}
+
 size_t site_frame_format(const void *pc, char *buf, size_t len)
 {
     struct site_module m;

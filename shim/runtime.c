@@ -22,6 +22,7 @@
 #include "shim/events.h"
 #include "shim/jlog.h"
 #include "shim/kparams.h"
+#include "shim/nvtx_ranges.h"
 #include "shim/runtime.h"
 #include "shim/sites.h"
 #include "shim/user_objects.h"
@@ -55,8 +56,15 @@ void runtime_verbose(const char *fmt, ...)
     (void)ignored;
 }
 
+static void runtime_report_unmatched(const char *entry, void *arg)
+{
+    (void)arg;
+    event_warning(NULL, "RECAP_SITES entry \"%s\" matched no capture site of this run", entry);
+}
+
 static void runtime_at_exit(void)
 {
+    sites_for_each_unmatched(runtime_report_unmatched, NULL);
     event_end();
 }
 
@@ -81,8 +89,12 @@ void runtime_start(void)
         return;
 
     site_set_self_module((const void *)runtime_start);
+    site_names_configure(&runtime_settings);
     jlog_configure(runtime_settings.log_template, environ);
     event_start();
+    const char *nvtx_note = nvtx_ranges_take_note();
+    if (nvtx_note != NULL)
+        event_warning(NULL, "%s", nvtx_note);
     if (drv_caps.version_error != CUDA_SUCCESS)
         event_own_call_failed(NULL, "cuDriverGetVersion", drv_caps.version_error,
                               "driver version unknown: no recapture, executable reuse only");

@@ -18,6 +18,12 @@ static struct site *sites_table[SITES_BUCKETS];
 
 struct site *sites_get(uint64_t id, const struct site_stack *stack)
 {
+    return sites_get_named(id, stack, NULL);
+}
+
+struct site *sites_get_named(uint64_t id, const struct site_stack *stack,
+                             const struct site_origin *origin)
+{
     struct site *site, *fresh = NULL;
     size_t b = (size_t)(id % SITES_BUCKETS);
 
@@ -29,7 +35,8 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
         fresh = calloc(1, sizeof *fresh);
         if (fresh) {
             fresh->id = id;
-            fresh->policy = settings_site_policy(&runtime_settings, id);
+            fresh->names = origin ? site_names_new(origin) : NULL;
+            fresh->policy = site_names_policy(&runtime_settings, id, fresh->names);
             if (fresh->policy.max_graphs <= 0)
                 fresh->policy.max_graphs = SETTINGS_DEFAULT_MAX_GRAPHS;
             pthread_mutex_init(&fresh->lock, NULL);
@@ -43,6 +50,13 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
     if (fresh)
         event_site(fresh, stack);
     return site;
+}
+
+void sites_for_each_unmatched(void (*fn)(const char *entry, void *arg), void *arg)
+{
+    pthread_mutex_lock(&sites_lock);
+    site_names_unmatched(&runtime_settings, fn, arg);
+    pthread_mutex_unlock(&sites_lock);
 }
 
 void sites_forbid_recapture(struct site *site, const char *reason)
@@ -74,10 +88,12 @@ void sites_after_fork_child(void)
      * afresh. Only this thread exists in the child, so locks other parent
      * threads held at fork time are simply forgotten with their sites. */
     pthread_mutex_init(&sites_lock, NULL);
+    site_names_after_fork_child();
     for (size_t b = 0; b < SITES_BUCKETS; b++) {
         while (sites_table[b]) {
             struct site *s = sites_table[b];
             sites_table[b] = s->next;
+            free((void *)s->names);
             free(s);
         }
     }

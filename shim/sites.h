@@ -21,6 +21,7 @@
 #include "policy/settings.h"
 #include "policy/site.h"
 #include "shim/cache.h"
+#include "shim/site_names.h"
 
 struct site_counters {
     unsigned long captures, recaptured, fallbacks, fresh, observed;
@@ -35,6 +36,7 @@ struct site {
     uint64_t id;
     struct site_policy policy;          /* fixed at first sight */
     struct site *next;                  /* hash chain, under sites_lock */
+    const struct site_names *names;     /* fixed at first sight; NULL: none */
 
     pthread_mutex_t lock;
     /* --- under lock --- */
@@ -55,6 +57,15 @@ struct site {
 /* The site of a stack, created (and announced with a "site" log event) at
  * first sight. NULL only if memory ran out. */
 struct site *sites_get(uint64_t id, const struct site_stack *stack);
+
+/* As sites_get, for a capture whose Python frames and NVTX range are in
+ * `origin` (NULL: none): a new site is named from them. */
+struct site *sites_get_named(uint64_t id, const struct site_stack *stack,
+                             const struct site_origin *origin);
+
+/* Calls fn for each RECAP_SITES entry that selected no site (under
+ * sites_lock). */
+void sites_for_each_unmatched(void (*fn)(const char *entry, void *arg), void *arg);
 
 /* Marks the site as never to be recaptured, logging the reason once. */
 void sites_forbid_recapture(struct site *site, const char *reason);

@@ -1,0 +1,92 @@
+/*
+ * nvtx_sites.c - capture sites named by NVTX ranges, on the stand-in driver.
+ *
+ * capture_once() is called from one line, so every capture has the same C
+ * call path; it runs inside the range "decode", inside "prefill" nested in
+ * "outer", inside a domain range whose message is a registered string
+ * ("step"), and outside any range: four sites, three named by their range
+ * (one site when recap cannot see the ranges). Prints one line per capture and
+ * "done", the same with and without recap.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda.h>
+#include <nvtx3/nvToolsExt.h>
+
+static void check(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS) {
+        printf("%s failed: %d\n", what, (int)r);
+        exit(1);
+    }
+}
+
+__attribute__((noinline))
+static void capture_once(CUstream stream, const char *who)
+{
+    CUgraph graph;
+    size_t nodes = 0;
+    check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+    check(cuGraphGetNodes(graph, NULL, &nodes), "cuGraphGetNodes");
+    check(cuGraphDestroy(graph), "cuGraphDestroy");
+    printf("%s: %zu nodes\n", who, nodes);
+}
+
+int main(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream stream;
+    check(cuInit(0), "cuInit");
+    check(cuDeviceGet(&dev, 0), "cuDeviceGet");
+    check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+
+    nvtxDomainHandle_t domain = nvtxDomainCreateA("nvtx_sites");
+    nvtxStringHandle_t step = nvtxDomainRegisterStringA(domain, "step");
+    static const char *const phases[] = { "decode", "prefill", "step", "unnamed" };
+    for (int i = 0; i < 3 * 4; i++) {
+        int phase = i % 4;
+        nvtxEventAttributes_t attr = { 0 };
+        switch (phase) {
+        case 0:
+            nvtxRangePushA("decode");
+            break;
+        case 1:
+            nvtxRangePushA("outer");
+            nvtxRangePushA("prefill");
+            break;
+        case 2:
+            attr.version = NVTX_VERSION;
+            attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+            attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+            attr.message.registered = step;
+            nvtxDomainRangePushEx(domain, &attr);
+            break;
+        default:
+            break;
+        }
+        capture_once(stream, phases[phase]);      /* the one C call path */
+        switch (phase) {
+        case 0:
+            nvtxRangePop();
+            break;
+        case 1:
+            nvtxRangePop();
+            nvtxRangePop();
+            break;
+        case 2:
+            nvtxDomainRangePop(domain);
+            break;
+        default:
+            break;
+        }
+    }
+    nvtxDomainDestroy(domain);
+    check(cuStreamDestroy(stream), "cuStreamDestroy");
+    printf("done\n");
+    return 0;
+}
