@@ -82,6 +82,8 @@ void event_start(void)
         snprintf(path, sizeof path, "%s", runtime_settings.log_template);
     jlog_str(&l, "log", path);
     jlog_i64(&l, "stack_depth", runtime_settings.stack_depth);
+    jlog_str(&l, "python_skip", runtime_settings.conf.python_skip[0]
+                                    ? runtime_settings.conf.python_skip : NULL);
     jlog_i64(&l, "routine_events_full", EVENT_ROUTINE_FULL);
     jlog_bool(&l, "degraded", runtime_settings.degraded);
     jlog_line_emit(&l);

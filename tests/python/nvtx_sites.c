@@ -34,6 +34,54 @@ static void capture_once(CUstream stream, const char *who)
     printf("%s: %zu nodes\n", who, nodes);
 }
 
+static nvtxDomainHandle_t domain;
+static nvtxStringHandle_t step;
+
+/* Out of line, so that the capture below has one call site whatever the
+ * compiler does with the branches. */
+__attribute__((noinline))
+static void push_phase(int phase)
+{
+    nvtxEventAttributes_t attr = { 0 };
+    switch (phase) {
+    case 0:
+        nvtxRangePushA("decode");
+        break;
+    case 1:
+        nvtxRangePushA("outer");
+        nvtxRangePushA("prefill");
+        break;
+    case 2:
+        attr.version = NVTX_VERSION;
+        attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+        attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+        attr.message.registered = step;
+        nvtxDomainRangePushEx(domain, &attr);
+        break;
+    default:
+        break;
+    }
+}
+
+__attribute__((noinline))
+static void pop_phase(int phase)
+{
+    switch (phase) {
+    case 0:
+        nvtxRangePop();
+        break;
+    case 1:
+        nvtxRangePop();
+        nvtxRangePop();
+        break;
+    case 2:
+        nvtxDomainRangePop(domain);
+        break;
+    default:
+        break;
+    }
+}
+
 int main(void)
 {
     CUdevice dev;
@@ -45,45 +93,13 @@ int main(void)
     check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 
-    nvtxDomainHandle_t domain = nvtxDomainCreateA("nvtx_sites");
-    nvtxStringHandle_t step = nvtxDomainRegisterStringA(domain, "step");
+    domain = nvtxDomainCreateA("nvtx_sites");
+    step = nvtxDomainRegisterStringA(domain, "step");
     static const char *const phases[] = { "decode", "prefill", "step", "unnamed" };
     for (int i = 0; i < 3 * 4; i++) {
-        int phase = i % 4;
-        nvtxEventAttributes_t attr = { 0 };
-        switch (phase) {
-        case 0:
-            nvtxRangePushA("decode");
-            break;
-        case 1:
-            nvtxRangePushA("outer");
-            nvtxRangePushA("prefill");
-            break;
-        case 2:
-            attr.version = NVTX_VERSION;
-            attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-            attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-            attr.message.registered = step;
-            nvtxDomainRangePushEx(domain, &attr);
-            break;
-        default:
-            break;
-        }
-        capture_once(stream, phases[phase]);      /* the one C call path */
-        switch (phase) {
-        case 0:
-            nvtxRangePop();
-            break;
-        case 1:
-            nvtxRangePop();
-            nvtxRangePop();
-            break;
-        case 2:
-            nvtxDomainRangePop(domain);
-            break;
-        default:
-            break;
-        }
+        push_phase(i % 4);
+        capture_once(stream, phases[i % 4]);      /* the one C call path */
+        pop_phase(i % 4);
     }
     nvtxDomainDestroy(domain);
     check(cuStreamDestroy(stream), "cuStreamDestroy");
