@@ -25,8 +25,8 @@
 #include <stdint.h>
 
 #define PYFRAMES_MAX 8                 /* program frames kept per capture */
-#define PYFRAMES_FILE_MAX 192          /* bytes of a file name kept, NUL included */
-#define PYFRAMES_FUNC_MAX 96
+#define PYFRAMES_FILE_MAX 160          /* bytes of a file name kept, NUL included */
+#define PYFRAMES_FUNC_MAX 64
 #define PYFRAMES_SKIP_TEXT_MAX 512     /* the configured extra skip list */
 
 enum pyframes_gil { PYFRAMES_GIL_UNKNOWN, PYFRAMES_GIL_HELD, PYFRAMES_GIL_RELEASED };

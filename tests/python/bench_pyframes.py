@@ -19,24 +19,31 @@ def nested(n, fn):
     return nested(n - 1, fn) if n > 0 else fn()
 
 
-def bench(stack_depth, iterations=20000):
-    hit = ctypes.c_double()
-    miss = ctypes.c_double()
-    h = ctypes.c_uint64()
-    rc = nested(stack_depth, lambda: probe.probe_bench(8, iterations, ctypes.byref(hit),
-                                                       ctypes.byref(miss), ctypes.byref(h)))
-    if rc != 0:
-        sys.exit('memo hit and miss disagree')
-    return hit.value, miss.value
+def bench(stack_depth, iterations=5000, repeats=5):
+    """Fastest of `repeats` runs: the machine is shared and noisy."""
+    best = (float('inf'), float('inf'))
+    for _ in range(repeats):
+        hit = ctypes.c_double()
+        miss = ctypes.c_double()
+        h = ctypes.c_uint64()
+        rc = nested(stack_depth, lambda: probe.probe_bench(8, iterations, ctypes.byref(hit),
+                                                           ctypes.byref(miss), ctypes.byref(h)))
+        if rc != 0:
+            sys.exit('memo hit and miss disagree')
+        best = (min(best[0], hit.value), min(best[1], miss.value))
+    return best
 
 
-def baseline(iterations=20000):
+def baseline(iterations=20000, repeats=5):
     skipped = probe.probe_skipped
     skipped.argtypes = [ctypes.c_char_p]
-    t0 = time.perf_counter_ns()
-    for _ in range(iterations):
-        skipped(b'x')
-    return (time.perf_counter_ns() - t0) / iterations
+    best = float('inf')
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(iterations):
+            skipped(b'x')
+        best = min(best, (time.perf_counter_ns() - t0) / iterations)
+    return best
 
 
 def main():
