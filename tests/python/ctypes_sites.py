@@ -29,10 +29,19 @@ def open_driver(path, kind):
     check('cuCtxSetCurrent', cu.cuCtxSetCurrent(ctx))
     stream = ctypes.c_void_p()
     check('cuStreamCreate', cu.cuStreamCreate(ctypes.byref(stream), 1))
+    global BUFFER
+    BUFFER = ctypes.c_uint64()
+    check('cuMemAlloc', cu.cuMemAlloc_v2(ctypes.byref(BUFFER), ctypes.c_size_t(256)))
     return cu, stream
 
 
+BUFFER = None
+
+
 def end(cu, stream, who):
+    # One memset node in every graph: recapture has something to recapture.
+    check('cuMemsetD8Async', cu.cuMemsetD8Async(BUFFER, ctypes.c_ubyte(7), ctypes.c_size_t(256),
+                                                stream))
     graph = ctypes.c_void_p()
     check('cuStreamEndCapture', cu.cuStreamEndCapture(stream, ctypes.byref(graph)))
     count = ctypes.c_size_t()

@@ -22,12 +22,15 @@ static void check(CUresult r, const char *what)
     }
 }
 
+static CUdeviceptr buffer;
+
 __attribute__((noinline))
 static void capture_once(CUstream stream, const char *who)
 {
     CUgraph graph;
     size_t nodes = 0;
     check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    check(cuMemsetD8Async(buffer, 7, 256, stream), "cuMemsetD8Async");
     check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
     check(cuGraphGetNodes(graph, NULL, &nodes), "cuGraphGetNodes");
     check(cuGraphDestroy(graph), "cuGraphDestroy");
@@ -92,6 +95,7 @@ int main(void)
     check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
     check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    check(cuMemAlloc(&buffer, 256), "cuMemAlloc");
 
     domain = nvtxDomainCreateA("nvtx_sites");
     step = nvtxDomainRegisterStringA(domain, "step");
@@ -102,6 +106,7 @@ int main(void)
         pop_phase(i % 4);
     }
     nvtxDomainDestroy(domain);
+    check(cuMemFree(buffer), "cuMemFree");
     check(cuStreamDestroy(stream), "cuStreamDestroy");
     printf("done\n");
     return 0;

@@ -68,6 +68,18 @@ def preload_env(extra=None, log=None):
     return env
 
 
+def plain_env(extra=None):
+    """Without recap; in a sanitizer build the instrumented stand-in driver
+    still needs the ASan runtime first."""
+    env = dict(os.environ, ASAN_OPTIONS='detect_leaks=0')
+    env.pop('LD_PRELOAD', None)
+    prefix = os.environ.get('RECAP_TEST_PRELOAD_PREFIX')
+    if prefix:
+        env['LD_PRELOAD'] = prefix
+    env.update(extra or {})
+    return env
+
+
 def read_log(path):
     with open(path) as f:
         return [json.loads(line) for line in f]
@@ -99,7 +111,7 @@ class Base(unittest.TestCase):
     def run_prog(self, argv, cwd, extra=None, recap=True):
         self.n += 1
         log = os.path.join(self.tmp, f'run{self.n}.jsonl')
-        env = preload_env(extra, log) if recap else dict(os.environ, ASAN_OPTIONS='detect_leaks=0')
+        env = preload_env(extra, log) if recap else plain_env(extra)
         p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
         events = read_log(log) if recap and os.path.exists(log) else []
         return p, Run(events), log
