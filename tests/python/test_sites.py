@@ -243,6 +243,43 @@ class PythonSites(Base):
         self.assertIsNone(run.sites[0]['label'])
         self.assertNotIn('python', run.sites[0])
 
+    def test_sub_interpreter_falls_back_to_c_frames(self):
+        """A capture in a sub-interpreter: never a crash; 3.12 on: one warning and
+        C frames only."""
+        inner = (f"import sys\n"
+                 f"sys.argv = ['{SCRIPT}', {LIBCUDA!r}, 'cdll', '2']\n"
+                 f"sys.path.insert(0, {HERE!r})\n"
+                 f"import ctypes_sites\n"
+                 f"ctypes_sites.main()\n")
+        driver = ("import sys\n"
+                  "try:\n"
+                  "    import _xxsubinterpreters as interpreters\n"
+                  "except ImportError:\n"
+                  "    sys.exit(77)\n"
+                  "try:\n"
+                  "    interp = interpreters.create(isolated=False)\n"
+                  "except TypeError:\n"
+                  "    interp = interpreters.create()\n"
+                  f"interpreters.run_string(interp, {inner!r})\n")
+        for python in interpreters():
+            with self.subTest(python=python):
+                p, run, _ = self.run_prog([python, '-c', driver], HERE)
+                if p.returncode == 77:
+                    continue                      # no _xxsubinterpreters there
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertTrue(p.stdout.endswith('done\n'), p.stdout)
+                self.assertEqual(len(run.sites), 1, [s['label'] for s in run.sites])
+                version = subprocess.run([python, '-c', 'import sys; print(sys.version_info[1])'],
+                                         capture_output=True, text=True).stdout.strip()
+                if int(version) >= 12:
+                    self.assertEqual(len([w for w in run.warnings if 'sub-interpreter' in w]), 1,
+                                     run.warnings)
+                    self.assertNotIn('python', run.sites[0])
+                else:
+                    # Known limit: 3.9-3.11 name it by the main interpreter's
+                    # frame that entered the sub-interpreter (read safely).
+                    self.assertIn('<string>:', run.sites[0]['label'])
+
     def test_bad_python_skip_names_file_and_line(self):
         conf = os.path.join(self.tmp, 'bad.conf')
         with open(conf, 'w') as f:
