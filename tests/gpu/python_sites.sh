@@ -13,7 +13,7 @@
 #      sites enabled and observed.
 # Prints one PASS/FAIL/SKIP line per binding and check, and the sites'
 # labels and GIL state; exit 0 when nothing failed. librecap: RECAP_LIB, else
-# build-gpu/shim/librecap.so, built with meson when missing.
+# build-gpu/shim/librecap.so, (re)built with meson first.
 set -u
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO" || exit 1
@@ -26,10 +26,22 @@ if [ -n "${RECAP_LIB:-}" ]; then
     LIB=$RECAP_LIB
 else
     LIB=$REPO/build-gpu/shim/librecap.so
-    if [ ! -f "$LIB" ]; then
+    if true; then   # always: a build-gpu left from an older checkout must be brought up to date
+        # As run_all.sh: meson and ninja may be pip packages only.
         meson=(meson); command -v meson >/dev/null || meson=("$PYTHON" -m mesonbuild.mesonmain)
-        ninja=(ninja); command -v ninja >/dev/null || ninja=("$PYTHON" -m ninja)
-        { "${meson[@]}" setup build-gpu -Dtests=disabled && "${ninja[@]}" -C build-gpu; } \
+        if ! command -v ninja >/dev/null; then
+            ninja_bin=$("$PYTHON" -c 'import ninja, os; print(os.path.join(ninja.BIN_DIR, "ninja"))' 2>/dev/null)
+            if [ -z "$ninja_bin" ] || [ ! -x "$ninja_bin" ]; then
+                ninja_bin=$WORK/ninja-wrapper/ninja
+                mkdir -p "$(dirname "$ninja_bin")"
+                printf '#!/bin/sh\nexec %s -m ninja "$@"\n' "$PYTHON" >"$ninja_bin"
+                chmod +x "$ninja_bin"
+            fi
+            export NINJA=$ninja_bin PATH=$(dirname "$ninja_bin"):$PATH
+        fi
+        setup=(setup build-gpu -Dtests=disabled)
+        [ -f build-gpu/build.ninja ] && setup=(setup --reconfigure build-gpu -Dtests=disabled)
+        { "${meson[@]}" "${setup[@]}" && "${meson[@]}" compile -C build-gpu; } \
             >"$WORK/build.txt" 2>&1 || { echo "FAIL  build: see $WORK/build.txt"; tail -n 20 "$WORK/build.txt"; exit 1; }
     fi
 fi
