@@ -88,10 +88,24 @@ static uintptr_t py_interp_base;
 static char py_warning[256];
 static _Atomic int py_warning_state;   /* 0 none, 1 pending, 2 taken */
 
-static const char *const py_default_skip[] = {
-    "torch", "cupy", "cupyx", "cupy_backends", "cuda/core", "cuda/bindings", "cuda/cudart.py",
-    "cuda/cuda.py", "jax", "jaxlib", "contextlib.py", "functools.py", "<frozen",
+struct py_fragment {
+    const char *text;
+    size_t len;
 };
+
+#define PY_FRAGMENT(s) { s, sizeof s - 1 }
+static const struct py_fragment py_default_skip[] = {
+    PY_FRAGMENT("torch"), PY_FRAGMENT("cupy"), PY_FRAGMENT("cupyx"),
+    PY_FRAGMENT("cupy_backends"), PY_FRAGMENT("cuda/core"), PY_FRAGMENT("cuda/bindings"),
+    PY_FRAGMENT("cuda/cudart.py"), PY_FRAGMENT("cuda/cuda.py"), PY_FRAGMENT("jax"),
+    PY_FRAGMENT("jaxlib"), PY_FRAGMENT("contextlib.py"), PY_FRAGMENT("functools.py"),
+    PY_FRAGMENT("<frozen"),
+};
+
+/* The configured extra fragments, split once at configure time. */
+#define PY_EXTRA_SKIP_MAX 64
+static struct py_fragment py_extra[PY_EXTRA_SKIP_MAX];
+static int py_nextra;
 
 static void py_disable(const char *fmt, const char *detail)
 {
@@ -188,25 +202,12 @@ int pyframes_skipped(const char *file)
         if ((flen == 0 || file[flen - 1] == '/') && nstarts < PY_COMPONENTS_MAX)
             starts[nstarts++] = flen;
     for (size_t i = 0; i < sizeof py_default_skip / sizeof py_default_skip[0]; i++)
-        if (py_fragment_matches(file, flen, starts, nstarts, py_default_skip[i],
-                                strlen(py_default_skip[i])))
+        if (py_fragment_matches(file, flen, starts, nstarts, py_default_skip[i].text,
+                                py_default_skip[i].len))
             return 1;
-    const char *p = py_extra_skip;
-    while (*p != '\0') {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        const char *e = p;
-        size_t elen = n;
-        while (elen > 0 && (*e == ' ' || *e == '\t'))
-            e++, elen--;
-        while (elen > 0 && (e[elen - 1] == ' ' || e[elen - 1] == '\t'))
-            elen--;
-        if (py_fragment_matches(file, flen, starts, nstarts, e, elen))
+    for (int i = 0; i < py_nextra; i++)
+        if (py_fragment_matches(file, flen, starts, nstarts, py_extra[i].text, py_extra[i].len))
             return 1;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-    }
     return 0;
 }
 
@@ -423,6 +424,21 @@ void pyframes_configure(pyframes_lookup_fn lookup, const char *extra_skip)
     if (py_lookup != NULL)
         return;
     snprintf(py_extra_skip, sizeof py_extra_skip, "%s", extra_skip ? extra_skip : "");
+    py_nextra = 0;
+    for (const char *p = py_extra_skip; *p != '\0' && py_nextra < PY_EXTRA_SKIP_MAX;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        const char *e = p;
+        while (n > 0 && (*e == ' ' || *e == '\t'))
+            e++, n--;
+        while (n > 0 && (e[n - 1] == ' ' || e[n - 1] == '\t'))
+            n--;
+        if (n > 0)
+            py_extra[py_nextra++] = (struct py_fragment){ e, n };
+        if (comma == NULL)
+            break;
+        p = comma + 1;
+    }
     py_lookup = lookup;
 }
 
