@@ -280,6 +280,17 @@ class PythonSites(Base):
                     # frame that entered the sub-interpreter (read safely).
                     self.assertIn('<string>:', run.sites[0]['label'])
 
+    def test_unsupported_version_one_warning_c_frames(self):
+        old = sorted(glob.glob('/root/.pyenv/versions/3.[78].*/bin/python3'))
+        if not old:
+            self.skipTest('no CPython 3.7 or 3.8 here')
+        plain, _, _ = self.ctypes_run(old[-1], recap=False)
+        p, run, _ = self.ctypes_run(old[-1])
+        self.assertEqual((p.returncode, p.stdout), (plain.returncode, plain.stdout))
+        warnings = [w for w in run.warnings if 'not a version whose frames recap can read' in w]
+        self.assertEqual(len(warnings), 1, run.warnings)
+        self.assertTrue(all('python' not in s for s in run.sites))
+
     def test_bad_python_skip_names_file_and_line(self):
         conf = os.path.join(self.tmp, 'bad.conf')
         with open(conf, 'w') as f:
