@@ -14,7 +14,9 @@
  * stack_depth (1..SITE_MAX_DEPTH, [defaults] only), cache_budget ([defaults]
  * only: a whole number of bytes with an optional unit B, KiB, MiB, GiB,
  * TiB, KB, MB, GB or TB, at most 1 PiB, or a whole percentage 0..100 of
- * the device's memory followed by %), label ([site] only:
+ * the device's memory followed by %), python_skip ([defaults]
+ * only: path fragments separated by commas, each made of letters, digits
+ * and _ - . / < >, whose Python frames are not the program's), label ([site] only:
  * letters, digits and _ - . :, at most 63 bytes, unique across sites, and
  * neither "all", "none" nor 16 hex digits, which RECAP_SITES would read
  * otherwise). Each key at most once per section. Lines are at most
@@ -42,10 +44,11 @@
 #define CONF_FILE_MAX (1024 * 1024)   /* bytes; a configuration is a few lines */
 #define CONF_SHOWN 48                  /* input bytes quoted in a message */
 
-enum conf_key { KEY_MODE, KEY_MAX_GRAPHS, KEY_STACK_DEPTH, KEY_LABEL, KEY_CACHE_BUDGET, KEY_COUNT };
+enum conf_key { KEY_MODE, KEY_MAX_GRAPHS, KEY_STACK_DEPTH, KEY_LABEL, KEY_CACHE_BUDGET,
+                KEY_PYTHON_SKIP, KEY_COUNT };
 
 static const char *const conf_key_names[KEY_COUNT] = {
-    "mode", "max_graphs", "stack_depth", "label", "cache_budget",
+    "mode", "max_graphs", "stack_depth", "label", "cache_budget", "python_skip",
 };
 
 static const char *const conf_mode_names[] = {
@@ -136,7 +139,13 @@ static size_t conf_before_comment(const char *s, size_t n)
 static int conf_label_char(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.' || c == ':';
+           c == '_' || c == '-' || c == '.' || c == ':' || c == '/';
+}
+
+static int conf_skip_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-' || c == '.' || c == '/' || c == '<' || c == '>';
 }
 
 /* Parses a decimal integer in [lo, hi] spelled only with digits. */
@@ -314,7 +323,7 @@ static int conf_value_label(struct conf_parser *p, const char *v, size_t n,
                          CONF_LABEL_MAX - 1);
     for (size_t i = 0; i < n; i++)
         if (!conf_label_char((unsigned char)v[i]))
-            return conf_fail(p, "found label = %s, expected letters, digits, _ - . or :",
+            return conf_fail(p, "found label = %s, expected letters, digits, _ - . : or /",
                              conf_q(v, n, q, sizeof q));
     char label[CONF_LABEL_MAX];
     memcpy(label, v, n);
@@ -336,6 +345,36 @@ static int conf_value_label(struct conf_parser *p, const char *v, size_t n,
         }
     }
     memcpy(site->label, label, n + 1);
+    return 0;
+}
+
+/* python_skip = torch_ext, my/plumbing.py: each entry non-empty, no
+ * spaces inside. */
+static int conf_value_python_skip(struct conf_parser *p, const char *v, size_t n)
+{
+    char q[QBUF];
+    if (n >= CONF_PYTHON_SKIP_MAX)
+        return conf_fail(p, "found python_skip of %zu bytes, expected at most %d", n,
+                         CONF_PYTHON_SKIP_MAX - 1);
+    size_t at = 0;
+    while (at <= n) {
+        const char *comma = memchr(v + at, ',', n - at);
+        size_t end = comma ? (size_t)(comma - v) : n;
+        const char *e = v + at;
+        size_t elen = end - at;
+        conf_trim(&e, &elen);
+        if (elen == 0)
+            return conf_fail(p, "found an empty entry in python_skip = %s, expected path "
+                             "fragments separated by commas", conf_q(v, n, q, sizeof q));
+        for (size_t i = 0; i < elen; i++)
+            if (!conf_skip_char((unsigned char)e[i]))
+                return conf_fail(p, "found python_skip entry %s, expected letters, digits and "
+                                 "_ - . / < > (a path fragment such as mylib or pkg/ops.py)",
+                                 conf_q(e, elen, q, sizeof q));
+        at = end + 1;
+    }
+    memcpy(p->conf->python_skip, v, n);
+    p->conf->python_skip[n] = '\0';
     return 0;
 }
 
@@ -368,7 +407,7 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
         return conf_fail(p, "found unknown key %s, expected %s",
                          conf_q(key, key_len, q, sizeof q),
                          p->section == SECTION_DEFAULTS
-                             ? "mode, max_graphs, stack_depth or cache_budget"
+                             ? "mode, max_graphs, stack_depth, cache_budget or python_skip"
                              : "mode, max_graphs or label");
     if (k == KEY_STACK_DEPTH && p->section == SECTION_SITE)
         return conf_fail(p, "found stack_depth in a [site] section, expected it only in "
@@ -376,6 +415,9 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
     if (k == KEY_CACHE_BUDGET && p->section == SECTION_SITE)
         return conf_fail(p, "found cache_budget in a [site] section, expected it only in "
                          "[defaults] (one budget holds for all sites)");
+    if (k == KEY_PYTHON_SKIP && p->section == SECTION_SITE)
+        return conf_fail(p, "found python_skip in a [site] section, expected it only in "
+                         "[defaults] (it decides what the sites are)");
     if (k == KEY_LABEL && p->section == SECTION_DEFAULTS)
         return conf_fail(p, "found label in [defaults], expected label only in [site ID] "
                          "sections");
@@ -387,6 +429,7 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
                          k == KEY_MODE ? "auto, recapture, update, observe or off"
                          : k == KEY_LABEL ? "a label"
                          : k == KEY_CACHE_BUDGET ? "a size such as 512MiB or a share such as 2%"
+                         : k == KEY_PYTHON_SKIP ? "path fragments separated by commas"
                          : "a number");
     p->key_line[k] = p->line;
 
@@ -423,6 +466,8 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
                              "512MiB, at most 1PiB, or a whole percentage of device memory "
                              "from 0%% to 100%% such as 2%%", conf_q(value, value_len, q, sizeof q));
         return 0;
+    case KEY_PYTHON_SKIP:
+        return conf_value_python_skip(p, value, value_len);
     default:
         return conf_value_label(p, value, value_len, site);
     }

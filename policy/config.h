@@ -2,9 +2,10 @@
  * config.h - the configuration file (module prefix conf_).
  *
  * Owns: parsing "[defaults]" and "[site ID]" sections of "key = value" lines
- * with "#" comments into a conf_file. Keys: mode, max_graphs, stack_depth
- * (defaults only), cache_budget (defaults only), label. Must never: read the environment, print, or leave
- * a half-filled conf_file behind an error.
+ * with "#" comments into a conf_file. Keys: mode, max_graphs, stack_depth,
+ * cache_budget and python_skip (these three in [defaults] only), label.
+ * Must never: read the environment, print, or leave a half-filled
+ * conf_file behind an error.
  */
 #ifndef RECAP_CONFIG_H
 #define RECAP_CONFIG_H
@@ -23,6 +24,7 @@ enum recap_mode {
 #define CONF_LABEL_MAX 64          /* bytes, including the NUL */
 #define CONF_MAX_GRAPHS_LIMIT 64
 #define CONF_LINE_MAX 1024         /* longer lines are an error */
+#define CONF_PYTHON_SKIP_MAX 512   /* python_skip's value, NUL included */
 
 /* cache_budget: how much device memory what recap keeps may take, in bytes
  * or as a share of the device's memory. */
@@ -50,6 +52,7 @@ struct conf_file {
     int max_graphs;                /* 0: not set */
     int stack_depth;               /* 0: not set */
     struct conf_budget cache_budget;
+    char python_skip[CONF_PYTHON_SKIP_MAX];   /* "": not set; comma-separated */
     struct conf_site *sites;       /* owned; freed by conf_free */
     size_t nsites;
 };

@@ -190,33 +190,30 @@ int settings_parse_sites(struct recap_settings *s, const char *value, char *err,
         }
         struct settings_site_ref *ref = &s->listed[count];
         memset(ref, 0, sizeof *ref);
-        char word[CONF_LABEL_MAX];
+        char word[SETTINGS_LABEL_MAX];
         const struct conf_site *labelled = NULL;
-        if (n < sizeof word) {
-            memcpy(word, item, n);
-            word[n] = '\0';
-            for (size_t i = 0; i < s->conf.nsites && labelled == NULL; i++)
-                if (s->conf.sites[i].label[0] != '\0' && strcmp(s->conf.sites[i].label, word) == 0)
-                    labelled = &s->conf.sites[i];
-        }
         text_quote(item, n, SETTINGS_SHOWN, q, sizeof q);
+        if (n >= sizeof word) {
+            snprintf(err, errlen, "found an entry %s of %zu bytes, expected a site id or a "
+                     "label of at most %zu bytes", q, n, sizeof word - 1);
+            goto fail;
+        }
+        memcpy(word, item, n);
+        word[n] = '\0';
+        for (size_t i = 0; i < s->conf.nsites && labelled == NULL; i++)
+            if (s->conf.sites[i].label[0] != '\0' && strcmp(s->conf.sites[i].label, word) == 0)
+                labelled = &s->conf.sites[i];
         if (n == SITE_ID_HEX_LEN && site_id_parse(word, &ref->id) == 0) {
             ref->is_id = 1;
-        } else if (labelled != NULL) {
-            ref->id = labelled->id;
-            memcpy(ref->label, word, n + 1);
         } else if (settings_all_hex(item, n)) {
             snprintf(err, errlen, "found site id %s of %zu digits, expected 16 hex digits "
-                     "or a label from the configuration", q, n);
-            goto fail;
-        } else if (s->conf.nsites == 0 && s->config_path[0] == '\0') {
-            snprintf(err, errlen, "found label %s with no RECAP_CONFIG to define it, expected "
-                     "16 hex digits (or set RECAP_CONFIG to a file that gives the label)", q);
+                     "or a label", q, n);
             goto fail;
         } else {
-            snprintf(err, errlen, "found label %s, which the configuration does not define, "
-                     "expected 16 hex digits or a label from the configuration", q);
-            goto fail;
+            /* A label: from the configuration, or a name sites get when
+             * first seen (FILE:LINE, an NVTX range); matched then. */
+            ref->id = labelled != NULL ? labelled->id : 0;
+            memcpy(ref->label, word, n + 1);
         }
         count++;
         if (comma == NULL)
@@ -355,22 +352,39 @@ uint64_t settings_cache_budget(const struct recap_settings *s, uint64_t device_t
 
 /* ---- decisions -------------------------------------------------------------- */
 
-static int settings_selected(const struct recap_settings *s, uint64_t site_id)
+static int settings_selected(const struct recap_settings *s, uint64_t site_id,
+                             const char *const *names, int nnames, unsigned char *hit)
 {
+    int selected = 0;
     switch (s->sites_filter) {
     case SITES_ALL:
         return 1;
     case SITES_NONE:
         return 0;
     default:
-        for (int i = 0; i < s->nlisted; i++)
-            if (s->listed[i].id == site_id)
-                return 1;
-        return 0;
+        for (int i = 0; i < s->nlisted; i++) {
+            const struct settings_site_ref *ref = &s->listed[i];
+            int match = ref->id != 0 && ref->id == site_id;
+            for (int k = 0; !match && !ref->is_id && k < nnames; k++)
+                match = names[k] != NULL && strcmp(names[k], ref->label) == 0;
+            if (match) {
+                selected = 1;
+                if (hit != NULL)
+                    hit[i] = 1;
+            }
+        }
+        return selected;
     }
 }
 
 struct site_policy settings_site_policy(const struct recap_settings *s, uint64_t site_id)
+{
+    return settings_site_policy_named(s, site_id, NULL, 0, NULL);
+}
+
+struct site_policy settings_site_policy_named(const struct recap_settings *s, uint64_t site_id,
+                                              const char *const *names, int nnames,
+                                              unsigned char *hit)
 {
     const struct conf_site *site = settings_conf_site(s, site_id);
     struct site_policy policy = {
@@ -382,7 +396,7 @@ struct site_policy settings_site_policy(const struct recap_settings *s, uint64_t
         policy.max_graphs = site->max_graphs;
     if (s->mode == RECAP_MODE_OFF) {
         policy.mode = RECAP_MODE_OFF;
-    } else if (s->degraded || !settings_selected(s, site_id) ||
+    } else if (!settings_selected(s, site_id, names, nnames, hit) || s->degraded ||
                (s->mode_from_env && s->mode == RECAP_MODE_OBSERVE)) {
         policy.mode = RECAP_MODE_OBSERVE;
     } else if (site != NULL && site->has_mode) {

@@ -47,13 +47,14 @@
 #define SETTINGS_DEFAULT_LOG "recap-%p.jsonl"
 #define SETTINGS_MAX_LISTED_SITES 256
 #define SETTINGS_PATH_MAX 4096
+#define SETTINGS_LABEL_MAX 160      /* a RECAP_SITES label, NUL included */
 
 enum settings_sites_filter { SITES_ALL, SITES_NONE, SITES_LIST };
 
 struct settings_site_ref {          /* one entry of RECAP_SITES */
     int is_id;
-    uint64_t id;
-    char label[CONF_LABEL_MAX];
+    uint64_t id;                    /* 0 for a label no configuration defines */
+    char label[SETTINGS_LABEL_MAX]; /* as given, for labels */
 };
 
 struct recap_settings {
@@ -93,8 +94,10 @@ void settings_load_with_text(struct recap_settings *s, char *const *envp, int er
                              const char *conf_text, size_t conf_len);
 
 /* Parses a RECAP_SITES value into s->sites_filter and s->listed, resolving
- * labels through s->conf. Returns 0, or -1 with "found ..., expected ..."
- * in err and the filter left at SITES_ALL. */
+ * labels through s->conf; a label the configuration does not define is
+ * kept, to be matched against the names sites are given when first seen
+ * (settings_site_policy_named). Returns 0, or -1 with "found ...,
+ * expected ..." in err and the filter left at SITES_ALL. */
 int settings_parse_sites(struct recap_settings *s, const char *value, char *err, size_t errlen);
 
 void settings_free(struct recap_settings *s);
@@ -107,6 +110,14 @@ uint64_t settings_cache_budget(const struct recap_settings *s, uint64_t device_t
 /* The policy for a site id: RECAP_SITES filter (ids or labels), per-site
  * configuration sections, then defaults. Sites not selected are observed. */
 struct site_policy settings_site_policy(const struct recap_settings *s, uint64_t site_id);
+
+/* As settings_site_policy, for a site that also answers to `names` (its
+ * default label, FILE:LINE, its NVTX range): a RECAP_SITES label equal to
+ * one of them selects it. hit[i] (when hit is not NULL) is set for every
+ * RECAP_SITES entry that selected the site. */
+struct site_policy settings_site_policy_named(const struct recap_settings *s, uint64_t site_id,
+                                              const char *const *names, int nnames,
+                                              unsigned char *hit);
 
 /* Expands a log template: %p pid, %h host name, %r rank (RANK,
  * OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID from envp, else the pid),

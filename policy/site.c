@@ -31,6 +31,18 @@
 #include <string.h>
 #include <unistd.h>
 
+/* helgrind does not see C11 acquire/release as ordering: the slot protocol
+ * below tells it (no-ops without valgrind's headers or outside valgrind). */
+#if defined(__has_include)
+#if __has_include(<valgrind/helgrind.h>)
+#include <valgrind/helgrind.h>
+#endif
+#endif
+#ifndef ANNOTATE_HAPPENS_BEFORE
+#define ANNOTATE_HAPPENS_BEFORE(obj) ((void)(obj))
+#define ANNOTATE_HAPPENS_AFTER(obj) ((void)(obj))
+#endif
+
 /* ---- resolution cache ------------------------------------------------- */
 
 #define SITE_CACHE_SLOTS 4096      /* power of two; one slot per distinct pc */
@@ -206,6 +218,7 @@ static void site_lookup(uintptr_t pc, uintptr_t *base, uint64_t *hash)
         struct site_pc_slot *slot = &site_cache[i];
         int state = atomic_load_explicit(&slot->state, memory_order_acquire);
         if (state == SLOT_READY) {
+            ANNOTATE_HAPPENS_AFTER(&slot->state);
             if (slot->pc == pc) {
                 *base = slot->module_base;
                 *hash = slot->frame_hash;
@@ -222,6 +235,7 @@ static void site_lookup(uintptr_t pc, uintptr_t *base, uint64_t *hash)
             slot->pc = pc;
             slot->module_base = *base;
             slot->frame_hash = *hash;
+            ANNOTATE_HAPPENS_BEFORE(&slot->state);
             atomic_store_explicit(&slot->state, SLOT_READY, memory_order_release);
         }
         return;
@@ -321,6 +335,24 @@ uint64_t site_id_of(const struct site_stack *st)
         /* Order matters: the same frames in another order are another site. */
         h = site_mix64((h ^ frame) * FNV_PRIME + (uint64_t)i);
     }
+    return h != 0 ? h : 1;
+}
+
+uint64_t site_id_of_until(const struct site_stack *st, uintptr_t stop_base, int *kept)
+{
+    uint64_t h = FNV_OFFSET;
+    int depth = st->depth < 0 ? 0 : st->depth > SITE_MAX_DEPTH ? SITE_MAX_DEPTH : st->depth;
+    int i = 0;
+    for (; i < depth; i++) {
+        uintptr_t base;
+        uint64_t frame;
+        site_lookup((uintptr_t)st->pc[i], &base, &frame);
+        if (stop_base != 0 && base == stop_base)
+            break;
+        h = site_mix64((h ^ frame) * FNV_PRIME + (uint64_t)i);
+    }
+    if (kept)
+        *kept = i;
     return h != 0 ? h : 1;
 }
 

@@ -35,6 +35,12 @@ void site_stack_capture(struct site_stack *st, int depth);
 /* The stable id of a stack. Never 0 (0 means "no site"). */
 uint64_t site_id_of(const struct site_stack *st);
 
+/* As site_id_of, over the frames before the first one whose module is
+ * loaded at `stop_base` (0: all frames); *kept (may be NULL) gets how many.
+ * Sites with Python frames hash the C frames only up to the interpreter,
+ * whose own call paths change as it specialises. */
+uint64_t site_id_of_until(const struct site_stack *st, uintptr_t stop_base, int *kept);
+
 /* Writes "module+0xOFF symbol+0xOFF" (symbol part omitted when unknown) for
  * one return address into buf; returns the length written (truncated to
  * len-1, always NUL-terminated when len > 0). */

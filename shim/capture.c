@@ -414,8 +414,13 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     }
 
     struct site_stack stack;
+    struct site_origin origin;
     site_stack_capture(&stack, runtime_settings.stack_depth);
-    struct site *site = sites_get(site_id_of(&stack), &stack);
+    uint64_t site_id = site_names_identify(&stack, runtime_settings.stack_depth, &origin);
+    const char *names_warning = site_names_take_warning();
+    if (names_warning != NULL)
+        event_warning(NULL, "%s", names_warning);
+    struct site *site = sites_get_named(site_id, &stack, &origin);
     struct capture *cap = site ? ctab_new() : NULL;
     if (!cap)
         return begin_plain(id, stream, mode);

@@ -82,9 +82,39 @@ void event_start(void)
         snprintf(path, sizeof path, "%s", runtime_settings.log_template);
     jlog_str(&l, "log", path);
     jlog_i64(&l, "stack_depth", runtime_settings.stack_depth);
+    jlog_str(&l, "python_skip", runtime_settings.conf.python_skip[0]
+                                    ? runtime_settings.conf.python_skip : NULL);
     jlog_i64(&l, "routine_events_full", EVENT_ROUTINE_FULL);
     jlog_bool(&l, "degraded", runtime_settings.degraded);
     jlog_line_emit(&l);
+}
+
+/* "python": the program's frames, innermost first, as "FILE:LINE
+ * (FUNCTION)", whether the GIL was held at the first capture and the
+ * version; "nvtx": the innermost range; "c_frames": how many of "frames"
+ * went into the id (those below the interpreter when there are Python
+ * frames). */
+static void event_site_names(struct jlog_line *l, const struct site_names *names)
+{
+    char frame[PYFRAMES_FILE_MAX + PYFRAMES_FUNC_MAX + 24];
+    if (names == NULL)
+        return;
+    if (names->npy > 0) {
+        jlog_object_begin(l, "python");
+        jlog_str(l, "version", pyframes_version());
+        jlog_str(l, "gil", names->gil == PYFRAMES_GIL_HELD ? "held"
+                           : names->gil == PYFRAMES_GIL_RELEASED ? "released" : NULL);
+        jlog_array_begin(l, "frames");
+        for (int i = 0; i < names->npy; i++) {
+            snprintf(frame, sizeof frame, "%s:%d (%s)", names->py[i].file, names->py[i].line,
+                     names->py[i].function);
+            jlog_str(l, NULL, frame);
+        }
+        jlog_array_end(l);
+        jlog_object_end(l);
+    }
+    jlog_str(l, "nvtx", names->nvtx[0] ? names->nvtx : NULL);
+    jlog_i64(l, "c_frames", names->c_frames);
 }
 
 void event_site(const struct site *site, const struct site_stack *stack)
@@ -92,8 +122,9 @@ void event_site(const struct site *site, const struct site_stack *stack)
     struct jlog_line l;
     char frame[512];
 
-    runtime_verbose("new site %016llx (%s)", (unsigned long long)site->id,
-                    conf_mode_name(site->policy.mode));
+    runtime_verbose("new site %016llx (%s)%s%s", (unsigned long long)site->id,
+                    conf_mode_name(site->policy.mode), site->policy.label ? " " : "",
+                    site->policy.label ? site->policy.label : "");
     if (!event_begin(&l, "site"))
         return;
     jlog_site(&l, "site", site->id);
@@ -105,6 +136,7 @@ void event_site(const struct site *site, const struct site_stack *stack)
     jlog_array_end(&l);
     jlog_str(&l, "label", site->policy.label);
     jlog_str(&l, "mode", conf_mode_name(site->policy.mode));
+    event_site_names(&l, site->names);
     jlog_line_emit(&l);
 }
 
@@ -271,6 +303,11 @@ static void counters_json(struct jlog_line *l, const struct site_counters *c)
     jlog_f64(l, "reuse_us", tenths(c->reuse_us));
 }
 
+static void end_one_unmatched(const char *entry, void *arg)
+{
+    jlog_str(arg, NULL, entry);
+}
+
 struct end_walk {
     struct jlog_line *line;
     struct site_counters total;
@@ -324,6 +361,9 @@ void event_end(const struct event_end_cache *cache)
     jlog_u64(&l, "budget_bytes", cache->budget_bytes);
     jlog_u64(&l, "kept_bytes_peak", cache->kept_bytes_peak);
     jlog_object_end(&l);
+    jlog_array_begin(&l, "unmatched");      /* RECAP_SITES entries that selected no site */
+    sites_for_each_unmatched(end_one_unmatched, &l);
+    jlog_array_end(&l);
     jlog_line_emit(&l);
 }
 

@@ -20,7 +20,9 @@
 #include "shim/jlog.h"
 #include "shim/kparams.h"
 #include "shim/lifecycle.h"
+#include "shim/nvtx_ranges.h"
 #include "shim/runtime.h"
+#include "shim/site_names.h"
 #include "shim/sites.h"
 #include "shim/user_objects.h"
 
@@ -33,8 +35,15 @@ int lifecycle_started;
 static pthread_mutex_t lifecycle_start_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int lifecycle_starting_here;
 
+static void report_unmatched(const char *entry, void *arg)
+{
+    (void)arg;
+    event_warning(NULL, "RECAP_SITES entry \"%s\" matched no capture site of this run", entry);
+}
+
 static void lifecycle_at_exit(void)
 {
+    sites_for_each_unmatched(report_unmatched, NULL);
     struct event_end_cache cache = {
         .site_counts = cache_site_counts,
         .budget_bytes = cache_budget_bytes(),
@@ -73,8 +82,12 @@ static void lifecycle_begin(void)
 
     site_set_self_module((const void *)lifecycle_begin);
     sites_announce_with(event_site, announce_forbidden);
+    site_names_configure(&runtime_settings);
     jlog_configure(runtime_settings.log_template, environ);
     event_start();
+    const char *nvtx_note = nvtx_ranges_take_note();
+    if (nvtx_note != NULL)
+        event_warning(NULL, "%s", nvtx_note);
     if (drv_caps.version_error != CUDA_SUCCESS)
         event_own_call_failed(NULL, "cuDriverGetVersion", drv_caps.version_error,
                               "driver version unknown: no recapture, executable reuse only");

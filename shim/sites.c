@@ -30,6 +30,12 @@ void sites_announce_with(sites_new_fn on_new, sites_forbidden_fn on_forbidden)
 
 struct site *sites_get(uint64_t id, const struct site_stack *stack)
 {
+    return sites_get_named(id, stack, NULL);
+}
+
+struct site *sites_get_named(uint64_t id, const struct site_stack *stack,
+                             const struct site_origin *origin)
+{
     struct site *site, *fresh = NULL;
     size_t b = (size_t)(id % SITES_BUCKETS);
 
@@ -43,7 +49,8 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
         fresh = calloc(1, sizeof *fresh);
         if (fresh) {
             fresh->id = id;
-            fresh->policy = settings_site_policy(&runtime_settings, id);
+            fresh->names = origin ? site_names_new(origin) : NULL;
+            fresh->policy = site_names_policy(&runtime_settings, id, fresh->names);
             fresh->working_set = 1;
             pthread_mutex_init(&fresh->lock, NULL);
             fresh->next = sites_table[b];
@@ -57,6 +64,13 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
     if (fresh && sites_on_new)
         sites_on_new(fresh, stack);
     return site;
+}
+
+void sites_for_each_unmatched(void (*fn)(const char *entry, void *arg), void *arg)
+{
+    pthread_mutex_lock(&sites_lock);
+    site_names_unmatched(&runtime_settings, fn, arg);
+    pthread_mutex_unlock(&sites_lock);
 }
 
 void sites_forbid_recapture(struct site *site, const char *reason)
@@ -103,10 +117,12 @@ void sites_after_fork_child(void)
      * threads held at fork time are simply forgotten with their sites. */
     pthread_mutex_init(&sites_lock, NULL);
     sites_last = NULL;
+    site_names_after_fork_child();
     for (size_t b = 0; b < SITES_BUCKETS; b++) {
         while (sites_table[b]) {
             struct site *s = sites_table[b];
             sites_table[b] = s->next;
+            free((void *)s->names);
             free(s);
         }
     }

@@ -23,6 +23,7 @@
 #include "policy/reuse_gate.h"
 #include "policy/settings.h"
 #include "policy/site.h"
+#include "shim/site_names.h"
 
 /* The kinds of object cache.c keeps for a site (CACHE_KINDS; lifecycle.c
  * checks the two agree): sites sit below the cache and do not include it. */
@@ -52,6 +53,7 @@ struct site {
     uint64_t id;
     struct site_policy policy;          /* fixed at first sight */
     struct site *next;                  /* hash chain, under sites_lock */
+    const struct site_names *names;     /* fixed at first sight; NULL: none */
 
     pthread_mutex_t lock;
     /* --- under lock --- */
@@ -92,6 +94,15 @@ static inline int sites_reuse_open(const struct site *site)
 /* The site of a stack, created (and announced with a "site" log event) at
  * first sight. NULL only if memory ran out. */
 struct site *sites_get(uint64_t id, const struct site_stack *stack);
+
+/* As sites_get, for a capture whose Python frames and NVTX range are in
+ * `origin` (NULL: none): a new site is named from them. */
+struct site *sites_get_named(uint64_t id, const struct site_stack *stack,
+                             const struct site_origin *origin);
+
+/* Calls fn for each RECAP_SITES entry that selected no site (under
+ * sites_lock). */
+void sites_for_each_unmatched(void (*fn)(const char *entry, void *arg), void *arg);
 
 /* Who is told of each new site (with the stack it was first seen at) and
  * of each site that stops being recaptured (once, with the reason). */

@@ -17,12 +17,22 @@
       memory_growth prints; under recap the growth from the first to the last
       line may exceed the plain run's growth by at most M MiB (default 8).
 
+  check_run.py sites --log FILE --script python_sites.py --binding B
+                     [--selected-log FILE --selected-entry E] [--config-log FILE]
+      python_sites.py's sites (check_sites): one site per marked line, labels
+      "python_sites.py:LINE (FUNCTION) < ..." naming the SITE-A/B/C lines and
+      the helper's two callers (SITE-D/E), for torch one more labelled
+      "decode @ ..." (SITE-NVTX); every site captured at least 20 times; in
+      the selected run exactly one site not observed, the one named by E; the
+      run with `recap config`'s file observes exactly the same sites.
+
 Prints one summary line (and a reason per failed check); exit 0 when every
 check held, 1 otherwise, 2 on bad usage.
 """
 import argparse
 import collections
 import json
+import os
 import re
 import sys
 
@@ -166,6 +176,78 @@ def check_memory(args):
     return 0
 
 
+def site_marks(script):
+    marks = {}
+    with open(script, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            m = re.search(r"# (SITE-[A-E]|SITE-NVTX|HELPER)$", line.rstrip())
+            if m:
+                marks.setdefault(m.group(1), []).append(number)
+    return marks
+
+
+def site_modes(path, failures):
+    return {e["site"]: e.get("mode") for e in read_events(path, failures) if e["event"] == "site"}
+
+
+def check_sites(args):
+    failures = []
+    events = read_events(args.log, failures)
+    sites = [e for e in events if e["event"] == "site"]
+    ends = [e for e in events if e["event"] == "end"]
+    counts = {s["site"]: s["captures"] for s in ends[-1]["sites"]} if ends else {}
+    marks = site_marks(args.script)
+    run = {"torch": "run_torch", "cupy": "run_cupy", "cuda_core": "run_cuda_core"}[args.binding]
+    section = [i for i, line in enumerate(open(args.script, encoding="utf-8"), 1)
+               if line.startswith(f"def {run}(")][0]
+    def mark(name):   # the mark's line inside this binding's function
+        return min(n for n in marks[name] if n > section)
+    base = re.escape(os.path.basename(args.script))
+    expect = {m: rf"(^|/){base}:{mark(m)} \({run}\) < " for m in ("SITE-A", "SITE-B", "SITE-C")}
+    for m in ("SITE-D", "SITE-E"):
+        expect[m] = rf"(^|/){base}:{mark('HELPER')} \(helper\) < .*{base}:{mark(m)} \({run}\)$"
+    if args.binding == "torch":
+        expect["SITE-NVTX"] = rf"^decode @ .*{base}:{mark('SITE-NVTX')} \({run}\) < "
+    for name, pattern in expect.items():
+        found = [s for s in sites if s.get("label") and re.search(pattern, s["label"])]
+        if len(found) != 1:
+            failures.append(f"{name}: {len(found)} sites labelled like {pattern!r}, expected 1")
+            continue
+        s = found[0]
+        if counts.get(s["site"], 0) < 20:
+            failures.append(f"{name}: site {s['site']} has {counts.get(s['site'], 0)} captures, "
+                            "expected at least 20 (one site per line, every iteration)")
+        py = s.get("python") or {}
+        print(f"  {name}: site {s['site']} label {s['label']!r} gil {py.get('gil')} "
+              f"python {py.get('version')} captures {counts.get(s['site'], 0)}")
+    if len(sites) != len(expect):
+        failures.append(f"{len(sites)} sites, expected {len(expect)}: "
+                        f"{[s.get('label') for s in sites]}")
+    if args.selected_log:
+        selected = [(i, m) for i, m in site_modes(args.selected_log, failures).items()
+                    if m != "observe"]
+        labels = {e["site"]: e.get("label") or "" for e in read_events(args.selected_log, failures)
+                  if e["event"] == "site"}
+        if len(selected) != 1 or args.selected_entry not in labels.get(selected[0][0], ""):
+            failures.append(f"RECAP_SITES={args.selected_entry}: sites not observed "
+                            f"{[(labels.get(i), m) for i, m in selected]}, expected exactly the "
+                            "one it names")
+        else:
+            print(f"  RECAP_SITES={args.selected_entry}: only {labels[selected[0][0]]!r} enabled")
+        if args.config_log:
+            again = site_modes(args.config_log, failures)
+            want = site_modes(args.selected_log, failures)
+            if again != want:
+                failures.append(f"recap config's file gave modes {again}, the selection {want}")
+            else:
+                print("  recap config's file reproduced the selection "
+                      f"({list(again.values()).count('observe')} of {len(again)} sites observed)")
+    for f in failures:
+        print(f"  FAILED CHECK: {f}")
+    print(f"sites {args.binding}: {len(sites)} sites, {'ok' if not failures else 'FAILED'}")
+    return 1 if failures else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -180,6 +262,14 @@ def main():
     p.add_argument("--recap-stderr", required=True)
     p.add_argument("--slack-mib", type=float, default=8.0)
     p.set_defaults(run=check_memory)
+    p = sub.add_parser("sites")
+    p.add_argument("--log", required=True)
+    p.add_argument("--script", required=True)
+    p.add_argument("--binding", required=True, choices=("torch", "cupy", "cuda_core"))
+    p.add_argument("--selected-log")
+    p.add_argument("--selected-entry")
+    p.add_argument("--config-log")
+    p.set_defaults(run=check_sites)
     args = parser.parse_args()
     return args.run(args)
 

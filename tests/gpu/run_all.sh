@@ -280,6 +280,22 @@ run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
 
+# Capture sites named by Python lines and NVTX ranges (python_sites.sh runs
+# torch, cupy and cuda_core several times each and checks the labels).
+if limit=$(run_timeout); then
+    RECAP_LIB=$LIB PYTHON=$PYTHON timeout -k 5 "$((limit > 240 ? 240 : limit))" \
+        bash "$HERE/python_sites.sh" >"$LOGS/python_sites.txt" 2>&1
+    rc_sites=$?
+    if [ "$rc_sites" -ne 0 ]; then
+        report FAIL python_sites "$(exit_detail "$rc_sites"), see logs/python_sites.txt"
+    elif grep -q '^PASS' "$LOGS/python_sites.txt"; then
+        report PASS python_sites "$(grep -c '^PASS' "$LOGS/python_sites.txt") checks passed"
+    else
+        report SKIP python_sites "no binding importable"
+    fi
+    sed 's/^/      /' "$LOGS/python_sites.txt" | tee -a "$SUMMARY"
+fi
+
 # ------------------------------------------------------------------ (d) summary
 say "elapsed $((SECONDS - START_SECONDS)) s; logs in $LOGS"
 say "summary: $PASSED passed, $FAILED failed, $SKIPPED skipped"

@@ -50,7 +50,8 @@ static const struct bad_case bad_cases[] = {
     { "unknown section", "[default]\nmode = auto\n", 0,
       "t.conf:1: found section \"[default]\", expected [defaults] or [site ID]" },
     { "unknown key in defaults", "[defaults]\nmod = auto\n", 0,
-      "t.conf:2: found unknown key \"mod\", expected mode, max_graphs, stack_depth or cache_budget" },
+      "t.conf:2: found unknown key \"mod\", expected mode, max_graphs, stack_depth, "
+      "cache_budget or python_skip" },
     { "unknown key in site", "[site " ID1 "]\ncolour = red\n", 0,
       "t.conf:2: found unknown key \"colour\", expected mode, max_graphs or label" },
     { "bad mode", "[defaults]\nmode = fast\n", 0,
@@ -73,6 +74,18 @@ static const struct bad_case bad_cases[] = {
       "t.conf:2: found stack_depth = \"65\"" },
     { "stack_depth in site", "[site " ID1 "]\nstack_depth = 4\n", 0,
       "t.conf:2: found stack_depth in a [site] section, expected it only in [defaults]" },
+    { "python_skip in site", "[site " ID1 "]\npython_skip = mylib\n", 0,
+      "t.conf:2: found python_skip in a [site] section, expected it only in [defaults]" },
+    { "python_skip empty entry", "[defaults]\npython_skip = mylib,,other\n", 0,
+      "t.conf:2: found an empty entry in python_skip = \"mylib,,other\", expected path "
+      "fragments separated by commas" },
+    { "python_skip trailing comma", "[defaults]\npython_skip = mylib,\n", 0,
+      "t.conf:2: found an empty entry in python_skip" },
+    { "python_skip bad character", "[defaults]\npython_skip = my lib\n", 0,
+      "t.conf:2: found python_skip entry \"my lib\", expected letters, digits and _ - . / < >" },
+    { "python_skip empty", "[defaults]\npython_skip =\n", 0,
+      "t.conf:2: found an empty value for python_skip, expected path fragments separated by "
+      "commas" },
     { "label in defaults", "[defaults]\nlabel = x\n", 0,
       "t.conf:2: found label in [defaults], expected label only in [site ID] sections" },
     { "malformed site id short", "[site 0123]\n", 0,
@@ -97,7 +110,7 @@ static const struct bad_case bad_cases[] = {
       "t.conf:4: found label \"decode\" already given to site " ID1 " (line 1), "
       "expected each label once" },
     { "label bad character", "[site " ID1 "]\nlabel = two words\n", 0,
-      "t.conf:2: found label = \"two words\", expected letters, digits, _ - . or :" },
+      "t.conf:2: found label = \"two words\", expected letters, digits, _ - . : or /" },
     { "label too long", "[site " ID1 "]\nlabel = "
       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", 0,
       "t.conf:2: found a label of 64 bytes, expected at most 63" },
@@ -365,4 +378,20 @@ Test(config, cache_budget_sizes_and_shares)
         cr_expect_eq(conf.cache_budget.bytes, ok[i].bytes, "%s", ok[i].text);
         conf_free(&conf);
     }
+}
+
+Test(config, python_skip_and_path_labels)
+{
+    const char *text =
+        "[defaults]\n"
+        "python_skip = mylib, pkg/plumbing.py ,<string>   # not the program's frames\n"
+        "[site " ID1 "]\n"
+        "label = tools/train.py:42\n";
+    struct conf_file conf;
+    char err[256];
+    cr_assert_eq(conf_parse("t.conf", text, strlen(text), &conf, err, sizeof err), 0, "%s", err);
+    cr_expect_str_eq(conf.python_skip, "mylib, pkg/plumbing.py ,<string>");
+    cr_expect_str_eq(conf.sites[0].label, "tools/train.py:42");
+    conf_free(&conf);
+    cr_expect_str_eq(conf.python_skip, "");
 }

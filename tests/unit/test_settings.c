@@ -19,6 +19,10 @@
 #define ID2_N 0xfedcba9876543210ull
 #define ID3_N 0x1111111111111111ull
 
+/* 160 bytes: one more than a RECAP_SITES label may have. */
+#define LONG_LABEL "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+                   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
 #define MAX_ENV 8
 #define MAX_MSGS 3
 
@@ -77,15 +81,18 @@ static const struct env_case env_cases[] = {
     { "sites short id", { "RECAP_SITES=0123abc" }, NULL,
       { "recap: RECAP_SITES=\"0123abc\": found site id \"0123abc\" of 7 digits, expected 16 hex "
         "digits or a label" }, RECAP_MODE_OBSERVE, 1, SITES_ALL },
-    { "sites label without config", { "RECAP_SITES=decode" }, NULL,
-      { "found label \"decode\" with no RECAP_CONFIG to define it, expected 16 hex digits" },
+    /* A label nothing defines waits for a site named so (train.py:42). */
+    { "sites label without config", { "RECAP_SITES=train.py:42" }, NULL,
+      { NULL }, RECAP_MODE_AUTO, 0, SITES_LIST, 1 },
+    { "sites label with spaces", { "RECAP_SITES=train.py:42 (step) < train.py:80 (main)" },
+      NULL, { NULL }, RECAP_MODE_AUTO, 0, SITES_LIST, 1 },
+    { "sites label too long", { "RECAP_SITES=" LONG_LABEL }, NULL,
+      { "of 160 bytes, expected a site id or a label of at most 159 bytes" },
       RECAP_MODE_OBSERVE, 1, SITES_ALL },
     { "sites labels from config", { "RECAP_SITES=decode,prefill", "RECAP_CONFIG=t.conf" },
       conf_basic, { NULL }, RECAP_MODE_UPDATE, 0, SITES_LIST, 2 },
-    { "sites unknown label", { "RECAP_SITES=decode,sample", "RECAP_CONFIG=t.conf" }, conf_basic,
-      { "recap: RECAP_SITES=\"decode,sample\": found label \"sample\", which the configuration "
-        "does not define, expected 16 hex digits or a label from the configuration" },
-      RECAP_MODE_OBSERVE, 1, SITES_ALL },
+    { "sites label the config lacks", { "RECAP_SITES=decode,sample", "RECAP_CONFIG=t.conf" },
+      conf_basic, { NULL }, RECAP_MODE_UPDATE, 0, SITES_LIST, 2 },
     { "sites not UTF-8", { "RECAP_SITES=abc\xff" }, NULL,
       { "recap: RECAP_SITES=\"abc\\xff\": found byte 0xff at offset 3 that is not UTF-8, "
         "expected UTF-8 text" }, RECAP_MODE_OBSERVE, 1, SITES_ALL },
@@ -94,13 +101,13 @@ static const struct env_case env_cases[] = {
     { "env mode beats config defaults", { "RECAP_CONFIG=t.conf", "RECAP_MODE=recapture" },
       conf_basic, { NULL }, RECAP_MODE_RECAPTURE, 0, SITES_ALL },
     { "config error", { "RECAP_CONFIG=t.conf" }, "[defaults]\nmode = update\nbogus = 1\n",
-      { "recap: t.conf:3: found unknown key \"bogus\", expected mode, max_graphs, stack_depth or cache_budget" },
+      { "recap: t.conf:3: found unknown key \"bogus\", expected mode, max_graphs, stack_depth, "
+        "cache_budget or python_skip" },
       RECAP_MODE_OBSERVE, 1 },
     { "config error and sites label", { "RECAP_CONFIG=t.conf", "RECAP_SITES=decode" },
       "[site " ID1 "]\nlabel = decode\nlabel = again\n",
-      { "recap: t.conf:3: found a second label in this section",
-        "recap: RECAP_SITES=\"decode\": found label \"decode\", which the configuration does "
-        "not define" }, RECAP_MODE_OBSERVE, 1 },
+      { "recap: t.conf:3: found a second label in this section" }, RECAP_MODE_OBSERVE, 1,
+      SITES_LIST, 1 },
     { "config defaults off", { "RECAP_CONFIG=t.conf" }, "[defaults]\nmode = off\n", { NULL },
       RECAP_MODE_OFF, 0, SITES_ALL, 0, "off" },
     { "empty config path", { "RECAP_CONFIG=" }, NULL,
@@ -339,6 +346,38 @@ Test(settings, site_policy_precedence)
         settings_free(s);
         free(s);
     }
+}
+
+/* Sites named by their Python frames or NVTX range: a RECAP_SITES label
+ * selects every site that answers to it, and hit[] says which entries
+ * selected something. */
+Test(settings, site_policy_by_name)
+{
+    const char *env[] = { "RECAP_CONFIG=t", "RECAP_SITES=train.py:42,decode," ID2 ",nosuch.py:1",
+                          NULL };
+    struct recap_settings *s = malloc(sizeof *s);
+    char err[1024];
+    load(s, env, conf_sites, err, sizeof err);
+    cr_assert_eq(s->nlisted, 4, "%s", err);
+    unsigned char hit[SETTINGS_MAX_LISTED_SITES] = { 0 };
+    const char *at42[] = { "train.py:42 (step) < train.py:80 (main)", "train.py:42",
+                           "train.py:80" };
+    const char *at43[] = { "train.py:43 (step) < train.py:80 (main)", "train.py:43",
+                           "train.py:80" };
+    struct site_policy p = settings_site_policy_named(s, ID3_N, at42, 3, hit);
+    cr_expect_eq(p.mode, RECAP_MODE_UPDATE, "named site selected: %d", p.mode);
+    p = settings_site_policy_named(s, 0x4444444444444444ull, at43, 3, hit);
+    cr_expect_eq(p.mode, RECAP_MODE_OBSERVE, "other line not selected: %d", p.mode);
+    p = settings_site_policy_named(s, ID1_N, NULL, 0, hit);   /* "decode" from the config */
+    cr_expect_eq(p.mode, RECAP_MODE_RECAPTURE);
+    p = settings_site_policy_named(s, ID2_N, NULL, 0, hit);   /* by id */
+    cr_expect_neq(p.mode, RECAP_MODE_OBSERVE);
+    cr_expect_eq(hit[0], 1);
+    cr_expect_eq(hit[1], 1);
+    cr_expect_eq(hit[2], 1);
+    cr_expect_eq(hit[3], 0, "nosuch.py:1 selected nothing");
+    settings_free(s);
+    free(s);
 }
 
 /* ---- log path templates ----------------------------------------------- */
