@@ -132,12 +132,28 @@ static void fork_parent(void)
     pthread_mutex_unlock(&si.lock);
 }
 
+/* The parent's items in the child: freed, not run (their user objects stay
+ * referenced: their destructors are the parent's to run). */
+static void forget_work(struct si_work *w)
+{
+    si_params_free(&w->p);
+    if (w->snap) si_exec_free(w->snap);
+    si_vec_free(&w->urefs);
+    if (w->exec) w->exec->inflight--;
+    free(w->waits);
+    free(w);
+}
+
 static void fork_child(void)
 {
     pthread_mutexattr_t attr;
     for (size_t i = 0; i < si.queues.n; i++) {
         struct si_queue *q = &((struct si_stream *)si.queues.v[i])->q;
-        q->head = q->tail = NULL; /* the parent's items: not run twice */
+        for (struct si_work *w = q->head, *next; w; w = next) {
+            next = w->next;
+            forget_work(w);
+        }
+        q->head = q->tail = NULL;
         q->completed = q->submitted;
         q->has_worker = false;
         q->error = CUDA_SUCCESS;
@@ -145,7 +161,8 @@ static void fork_child(void)
     si.releases.n = 0;
     si.releases_running = 0;
     si.has_releaser = false;
-    si.reap.n = 0; /* the parent joins those */
+    for (size_t i = 0; i < si.reap.n; i++) free(si.reap.v[i]); /* the parent joins those */
+    si.reap.n = 0;
     /* The lock is owned by the parent's thread id: a fresh one, and a fresh
      * condition (its waiters are not in this process). */
     pthread_mutexattr_init(&attr);
