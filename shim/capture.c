@@ -353,8 +353,6 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
         set_reason(cap, "reuse stopped at this site until its back-off elapses");
         return NULL;
     }
-    if (*change == GATE_REOPENED)
-        __atomic_store_n(&site->reuse_closed, 0, __ATOMIC_RELAXED);
     if (mode == RECAP_MODE_UPDATE) {
         set_reason(cap, "mode update: executable reuse only");
         return NULL;
@@ -461,7 +459,13 @@ static void record_shape(struct site *site, uint64_t shape)
 {
     pthread_mutex_lock(&site->lock);
     predict_record(&site->shapes, shape);
-    __atomic_store_n(&site->working_set, predict_working_set(&site->shapes), __ATOMIC_RELAXED);
+    /* Told to the cache only when it changes: a steady site takes no
+     * cache_lock here. */
+    int working_set = predict_working_set(&site->shapes);
+    if (working_set != site->working_set_told) {
+        site->working_set_told = working_set;
+        cache_site_working_set(site, working_set);
+    }
     pthread_mutex_unlock(&site->lock);
 }
 

@@ -35,7 +35,7 @@ struct site *sites_get(uint64_t id, const struct site_stack *stack)
         if (fresh) {
             fresh->id = id;
             fresh->policy = settings_site_policy(&runtime_settings, id);
-            fresh->working_set = 1;
+            fresh->working_set = fresh->working_set_told = 1;
             pthread_mutex_init(&fresh->lock, NULL);
             fresh->next = sites_table[b];
             sites_table[b] = fresh;
@@ -71,10 +71,8 @@ enum gate_change sites_record_look_locked(struct site *site, enum gate_look look
     else
         site->count.misses++;
     enum gate_change change = gate_record(&site->gate, look, site->seq);
-    if (change == GATE_CLOSED_MISSES || change == GATE_CLOSED_FAILURES) {
+    if (change == GATE_CLOSED_MISSES || change == GATE_CLOSED_FAILURES)
         site->count.backoffs++;
-        __atomic_store_n(&site->reuse_closed, 1, __ATOMIC_RELAXED);
-    }
     return change;
 }
 
@@ -95,6 +93,7 @@ void sites_gate_changed(struct site *site, enum gate_change change)
     unsigned long now = site->seq;
     pthread_mutex_unlock(&site->lock);
     if (change == GATE_REOPENED) {
+        cache_site_reopen(site);
         event_reuse(site, "resumed", "the back-off elapsed", 0, 0, 0);
         return;
     }
