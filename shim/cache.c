@@ -175,7 +175,7 @@ static int site_capacity(const struct site *site)
 {
     if (site->policy.max_graphs > 0)
         return site->policy.max_graphs;
-    return __atomic_load_n(&site->working_set, __ATOMIC_RELAXED);
+    return site->working_set > 0 ? site->working_set : 1;
 }
 
 /* A destroyed entry joins the released lists; the site's oldest beyond its
@@ -325,6 +325,10 @@ static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
         pthread_mutex_unlock(&cache_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    /* A site whose gate closed keeps nothing (checked here, under the
+     * lock that cache_site_drop sets it under). */
+    if (kept && e->site->cache_closed)
+        kept = 0;
     if (kept)
         push_released(e, &ev);
     else
@@ -398,7 +402,7 @@ static int graph_worth_keeping(const struct cache_entry *e)
     const struct site *site = e->site;
     enum recap_mode m = site->policy.mode;
     if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !drv_caps.recapture_begin ||
-        __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED) || !sites_reuse_open(site))
+        __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
         return 0;
     size_t n = 0;
     CUresult r = DRV_REAL(cuGraphGetNodes)(graph_rec_graph(rec), NULL, &n);
@@ -491,7 +495,7 @@ void cache_exec_discard(struct exec_rec *rec)
 static int exec_worth_keeping(const struct cache_entry *e)
 {
     enum recap_mode m = e->site->policy.mode;
-    return (m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE) && sites_reuse_open(e->site);
+    return m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE;
 }
 
 static CUresult exec_destroy_real(const void *handle)
@@ -601,11 +605,26 @@ void cache_site_drop(struct site *site)
 {
     struct evictions ev = { NULL };
     pthread_mutex_lock(&cache_lock);
+    site->cache_closed = 1;
     for (int k = 0; k < CACHE_KINDS; k++)
         while (site->released_oldest[k])
             evict(site->released_oldest[k], &ev);
     pthread_mutex_unlock(&cache_lock);
     destroy_evicted(&ev);
+}
+
+void cache_site_reopen(struct site *site)
+{
+    pthread_mutex_lock(&cache_lock);
+    site->cache_closed = 0;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+void cache_site_working_set(struct site *site, int working_set)
+{
+    pthread_mutex_lock(&cache_lock);
+    site->working_set = working_set;
+    pthread_mutex_unlock(&cache_lock);
 }
 
 struct site_cache_counts cache_site_counts(struct site *site)
@@ -632,4 +651,15 @@ void cache_after_fork_child(void)
     lru_oldest = lru_newest = NULL;
     released_total = 0;
     released_bytes = released_bytes_peak = 0;
+}
+
+void cache_site_gate_changed(struct site *site, enum gate_change change)
+{
+    if (change == GATE_SAME)
+        return;
+    event_reuse_gate(site, change);
+    if (change == GATE_REOPENED)
+        cache_site_reopen(site);
+    else
+        cache_site_drop(site);   /* it stops keeping: what it kept goes now */
 }

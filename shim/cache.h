@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "policy/reuse_gate.h"
 #include "shim/cuda_compat.h"
 #include "shim/driver_api.h"
 
@@ -181,8 +182,18 @@ unsigned long long cache_probe_end(struct cache_probe *p, struct site *site, lon
 unsigned long long cache_budget_bytes(void);
 unsigned long long cache_peak_bytes(void);
 
-/* A site stopped keeping: what it kept is destroyed now. */
+/* A site stopped keeping: what it kept is destroyed now, and nothing more
+ * is kept until cache_site_reopen. */
 void cache_site_drop(struct site *site);
+void cache_site_reopen(struct site *site);
+
+/* A site's reuse gate changed (the caller holds no lock): logs it, and
+ * drops what the site keeps when it closed, or keeps again when it
+ * reopened. */
+void cache_site_gate_changed(struct site *site, enum gate_change change);
+
+/* The site's working set changed (the caller holds site->lock). */
+void cache_site_working_set(struct site *site, int working_set);
 
 /* The site's kept and evicted counts. */
 struct site_cache_counts cache_site_counts(struct site *site);

@@ -361,8 +361,6 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
         set_reason(cap, "reuse stopped at this site until its back-off elapses");
         return NULL;
     }
-    if (*change == GATE_REOPENED)
-        __atomic_store_n(&site->reuse_closed, 0, __ATOMIC_RELAXED);
     if (mode == RECAP_MODE_UPDATE) {
         set_reason(cap, "mode update: executable reuse only");
         return NULL;
@@ -437,8 +435,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     cap->seq = ++site->seq;
     struct graph_rec *target = decide(cap, site, id, &change);
     pthread_mutex_unlock(&site->lock);
-    if (event_reuse_gate(site, change))
-        cache_site_drop(site);   /* it stops keeping: what it kept goes now */
+    cache_site_gate_changed(site, change);
 
     CUresult r;
     if (target) {
@@ -475,7 +472,13 @@ static void record_shape(struct site *site, uint64_t shape)
 {
     pthread_mutex_lock(&site->lock);
     predict_record(&site->shapes, shape);
-    __atomic_store_n(&site->working_set, predict_working_set(&site->shapes), __ATOMIC_RELAXED);
+    /* Told to the cache only when it changes: a steady site takes no
+     * cache_lock here. */
+    int working_set = predict_working_set(&site->shapes);
+    if (working_set != site->working_set_told) {
+        site->working_set_told = working_set;
+        cache_site_working_set(site, working_set);
+    }
     pthread_mutex_unlock(&site->lock);
 }
 
@@ -588,8 +591,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
         change = sites_record_look_locked(site, GATE_FAILED);
     pthread_mutex_unlock(&site->lock);
     event_capture(&rep);
-    if (event_reuse_gate(site, change))
-        cache_site_drop(site);   /* it stops keeping: what it kept goes now */
+    cache_site_gate_changed(site, change);
 }
 
 /* The recapture failed and only the end said so: the plain capture takes

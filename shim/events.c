@@ -210,17 +210,17 @@ static void event_reuse(const struct site *site, const char *state, const char *
     jlog_line_emit(&l);
 }
 
-int event_reuse_gate(struct site *site, enum gate_change change)
+void event_reuse_gate(struct site *site, enum gate_change change)
 {
     if (change == GATE_SAME)
-        return 0;
+        return;
     pthread_mutex_lock(&site->lock);
     struct reuse_gate g = site->gate;
     unsigned long now = site->seq;
     pthread_mutex_unlock(&site->lock);
     if (change == GATE_REOPENED) {
         event_reuse(site, "resumed", "the back-off elapsed", 0, 0, 0);
-        return 0;
+        return;
     }
     char why[160];
     if (change == GATE_CLOSED_FAILURES)
@@ -229,7 +229,6 @@ int event_reuse_gate(struct site *site, enum gate_change change)
         snprintf(why, sizeof why, "%u misses against %u hits in the last %u looks", g.last_misses,
                  g.last_hits, g.last_misses + g.last_hits);
     event_reuse(site, "stopped", why, g.reopen_at - now, g.last_hits, g.last_misses);
-    return 1;
 }
 
 static void event_message(const char *name, const struct site *site, const char *fmt, va_list ap)

@@ -47,9 +47,8 @@ void event_instantiate(const struct site *site, unsigned long seq, const char *h
 /* A site stopped keeping and looking ("stopped", for `backoff` captures)
  * or tried again ("resumed"), and why. */
 /* Logs a change of a site's reuse gate ("reuse" event: stopped, with the
- * reason and back-off, or resumed). Returns 1 when the gate has just
- * closed: the caller then drops what the site keeps (cache_site_drop). */
-int event_reuse_gate(struct site *site, enum gate_change change);
+ * reason and back-off, or resumed). */
+void event_reuse_gate(struct site *site, enum gate_change change);
 void event_warning(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void event_error(const struct site *site, const char *fmt, ...)

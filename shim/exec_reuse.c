@@ -183,10 +183,10 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how
 
 /* --- the hook ----------------------------------------------------------------------- */
 
-static int site_reuses_execs(const struct site *site)
+static int site_reuses_execs(const struct site *site, int closed)
 {
     return (site->policy.mode == RECAP_MODE_AUTO || site->policy.mode == RECAP_MODE_UPDATE) &&
-           sites_reuse_open(site);
+           !closed;
 }
 
 /* Counts an instantiation and, when the site looked into what it keeps,
@@ -236,12 +236,13 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     unsigned long seq;
     pthread_mutex_lock(&site->lock);
     seq = site->seq;
+    int closed = site->gate.closed;
     pthread_mutex_unlock(&site->lock);
 
     double t0 = runtime_now_us();
     char reason[200] = "";
     enum inst_how how = HOW_NEW;
-    int reusable = site_reuses_execs(site) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
+    int reusable = site_reuses_execs(site, closed) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
 
     int update_failed = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
@@ -256,7 +257,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         snprintf(reason, sizeof reason, "%s",
                  (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
                      ? "device-launchable graphs are not reused"
-                 : !sites_reuse_open(site) ? "reuse stopped at this site until its back-off elapses"
+                 : closed ? "reuse stopped at this site until its back-off elapses"
                                            : "site mode does not reuse executable graphs");
     } else {
         snprintf(reason, sizeof reason, "no released executable graph of this shape and flags");
@@ -317,7 +318,6 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     enum gate_change change;
     int write = count_instantiation(site, how, why, reusable, update_failed, us, &change);
     event_instantiate(site, seq, how_names[how], why, us, write);
-    if (event_reuse_gate(site, change))
-        cache_site_drop(site);   /* it stops keeping: what it kept goes now */
+    cache_site_gate_changed(site, change);
     return CUDA_SUCCESS;
 }

@@ -51,7 +51,7 @@ struct site *sites_get_named(uint64_t id, const struct site_stack *stack,
             fresh->id = id;
             fresh->names = origin ? site_names_new(origin) : NULL;
             fresh->policy = site_names_policy(&runtime_settings, id, fresh->names);
-            fresh->working_set = 1;
+            fresh->working_set = fresh->working_set_told = 1;
             pthread_mutex_init(&fresh->lock, NULL);
             fresh->next = sites_table[b];
             sites_table[b] = fresh;
@@ -94,10 +94,8 @@ enum gate_change sites_record_look_locked(struct site *site, enum gate_look look
     else
         site->count.misses++;
     enum gate_change change = gate_record(&site->gate, look, site->seq);
-    if (change == GATE_CLOSED_MISSES || change == GATE_CLOSED_FAILURES) {
+    if (change == GATE_CLOSED_MISSES || change == GATE_CLOSED_FAILURES)
         site->count.backoffs++;
-        __atomic_store_n(&site->reuse_closed, 1, __ATOMIC_RELAXED);
-    }
     return change;
 }
 

@@ -67,10 +67,10 @@ struct site {
     uint64_t last_instantiate_key;      /* how+reason of the last instantiate event */
     unsigned long instantiate_seq;      /* instantiations so far */
     struct reuse_gate gate;             /* whether keeping and looking pay here */
-    /* --- written under lock, read anywhere (relaxed atomics) --- */
-    int reuse_closed;                   /* gate.closed: neither keep nor look */
-    int working_set;                    /* predict_working_set(&shapes) */
+    int working_set_told;               /* last working set told to the cache */
     /* --- under cache_lock (cache.c) --- */
+    int working_set;                    /* predict_working_set(&shapes), as told */
+    int cache_closed;                   /* the gate is closed: keep nothing */
     int n_released[SITES_RELEASED_KINDS]; /* per enum cache_kind */
     struct cache_entry *released_newest[SITES_RELEASED_KINDS];
     struct cache_entry *released_oldest[SITES_RELEASED_KINDS];
@@ -85,11 +85,6 @@ struct site {
  * event_reuse_gate after unlocking. */
 enum gate_change sites_record_look_locked(struct site *site, enum gate_look look);
 
-/* Whether the site keeps and looks now (no lock; may lag by a capture). */
-static inline int sites_reuse_open(const struct site *site)
-{
-    return !__atomic_load_n(&site->reuse_closed, __ATOMIC_RELAXED);
-}
 
 /* The site of a stack, created (and announced with a "site" log event) at
  * first sight. NULL only if memory ran out. */
