@@ -258,6 +258,8 @@ void site_set_self_module(const void *addr_in_module)
     (void)backtrace(warm, 4);
     pthread_once(&site_exe_once, site_exe_init);
     VALGRIND_HG_DISABLE_CHECKING(site_cache, sizeof site_cache);
+    VALGRIND_HG_DISABLE_CHECKING(&site_skip_hint, sizeof site_skip_hint);
+    VALGRIND_HG_DISABLE_CHECKING(&site_self_base, sizeof site_self_base);
 
     uintptr_t base = 0;
     Dl_info info;
