@@ -16,6 +16,9 @@
  *                            "later" the next call on the capture returns 918
  *                            "end"   only cuStreamEndCapture returns 918
  *   STANDIN_NULL_CALLBACK    "accept" (default) or "reject" a NULL recapture callback
+ *   STANDIN_RECAPTURE_CALLBACK "changed" (default): the recapture callback sees only
+ *                            nodes whose parameters differ; "every": every matched
+ *                            node, unchanged ones with status ELIGIBLE
  *   STANDIN_RECAPTURE_ERROR_NODE  N: the N-th changed node of each recapture is
  *                            reported with status CU_GRAPH_RECAPTURE_ERROR
  *   STANDIN_FAULTS           comma list of NAME@N=CODE (the N-th call of the
@@ -24,6 +27,9 @@
  *   STANDIN_DEVICE_MEMORY    bytes of device memory (default 1 GiB); graphs
  *                            and executable graphs are charged for their nodes
  *   STANDIN_REPORT           path: at exit write call counts and live objects as JSON
+ * Every point where the documentation leaves the real driver's behaviour
+ * open, and the knob value giving each reading, is listed in READINGS.md;
+ * tests/gpu/recapture_conformance says which value a real driver matches.
  */
 #ifndef STANDIN_H
 #define STANDIN_H
