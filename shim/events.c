@@ -11,6 +11,7 @@
 #include "policy/config.h"
 #include "shim/driver.h"
 #include "shim/events.h"
+#include "shim/interpose.h"
 #include "shim/jlog.h"
 #include "shim/runtime.h"
 #include "shim/sites.h"
@@ -263,6 +264,12 @@ void event_end(void)
     jlog_array_end(&l);
     jlog_object_begin(&l, "totals");
     counters_json(&l, &w.total);
+    jlog_object_end(&l);
+    unsigned long by_dlsym, by_procaddr;
+    interpose_counts(&by_dlsym, &by_procaddr);
+    jlog_object_begin(&l, "resolved");  /* wrappers handed out per lookup path */
+    jlog_u64(&l, "dlsym", by_dlsym);
+    jlog_u64(&l, "procaddr", by_procaddr);
     jlog_object_end(&l);
     jlog_line_emit(&l);
 }
