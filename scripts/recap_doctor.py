@@ -428,7 +428,7 @@ def main(argv, library, exports_of):
                       f'{start.get("sites")}, stack_depth {start.get("stack_depth")}')
                 if start.get('mode') == 'observe' and complaints:
                     warnings.append('recap runs as observe because of the errors listed below')
-            elif env.get('RECAP_MODE') != 'off':
+            elif not any(p.startswith('mode is off') for p in problems):
                 warnings.append(f'the probe under recap wrote no log (exit {rc})')
     if argv:
         program_report(argv, library, env, exports_of, problems, warnings)
@@ -494,7 +494,7 @@ def program_report(argv, library, env, exports_of, problems, warnings):
         print(f'    past recap: {src} binds {n} interposed driver functions straight to libcuda')
         warnings.append(f'{os.path.basename(src)} reaches the driver past recap')
     if not start:
-        if env.get('RECAP_MODE') != 'off':
+        if not any(p.startswith('mode is off') for p in problems):
             problems.append('the program never reached the driver through recap (no log written)')
     elif end and not totals.get('captures'):
         (problems if bypass else warnings).append(

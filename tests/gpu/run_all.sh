@@ -23,6 +23,8 @@
 #     driver's recapture API against the stand-in's readings: PASS when each
 #     matches a stand-in setting (its SETTINGS line is printed), FAIL naming
 #     the points no setting models, SKIP on a driver without the API (13.0);
+#     Last, `recap doctor` on this machine and on two of the programs (PASS
+#     when it says recap can act; its report goes into the summary);
 # (d) prints one PASS/FAIL/SKIP line per program and a summary line
 #     "summary: N passed, N failed, N skipped"; exit 0 only if none failed.
 #     When $OUT is set, $OUT/gpu-tests-summary.txt and $OUT/gpu-tests-logs.tar.gz
@@ -300,6 +302,37 @@ run_case memory_growth 10100 memory_growth -- "$BIN/memory_growth"
 run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
+
+# recap doctor on this machine, then on a static-runtime and a driver-API
+# program (one run each under recap with the loader's binding trace): PASS
+# when it says recap can act; its screen goes into the summary.
+run_doctor() { # name [build_key program args...]
+    local name=$1 dir=$LOGS/$1 limit rc
+    shift
+    mkdir -p "$dir"
+    if [ $# -gt 0 ]; then
+        if [ "${BUILD_STATUS[$1]}" != ok ]; then
+            report FAIL "$name" "build of $1 failed"
+            return
+        fi
+        shift
+    fi
+    limit=$(run_timeout) || { report FAIL "$name" "not run: time budget spent"; return; }
+    timeout -k 5 "$limit" env -u LD_PRELOAD -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG \
+        -u RECAP_LOG -u RECAP_VERBOSE "$PYTHON" "$REPO/scripts/recap" doctor --library "$LIB" \
+        ${1:+-- "$@"} >"$dir/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        report PASS "$name" "$(tail -n 1 "$dir/out.txt")"
+    else
+        report FAIL "$name" "$(exit_detail "$rc"): $(tail -n 1 "$dir/out.txt")"
+    fi
+    sed 's/^/      /' "$dir/out.txt" | tee -a "$SUMMARY"
+}
+
+run_doctor doctor
+run_doctor doctor_static runtime_static "$BIN/runtime_static"
+run_doctor doctor_driver_api driver_api "$BIN/driver_api"
 
 # ------------------------------------------------------------------ (d) summary
 say "elapsed $((SECONDS - START_SECONDS)) s; logs in $LOGS"
