@@ -112,15 +112,24 @@ def mapped_paths():
     return paths
 
 
-def loaded_path(name, now, before):
-    """The file dlopen(name) mapped: a new mapping named like it, else the
-    only new mapping (a copy under another name), else an older one."""
+def loaded_path(lib, name, now, before):
+    """The file dlopen(name) opened: the link map's name (dlinfo), else a new
+    mapping named like it, else the only new mapping."""
+    for libc_name in (None, 'libdl.so.2'):
+        try:
+            dlinfo = ctypes.CDLL(libc_name).dlinfo
+        except (OSError, AttributeError):
+            continue
+        link_map = ctypes.c_void_p()
+        if dlinfo(ctypes.c_void_p(lib._handle), 2, ctypes.byref(link_map)) == 0 and link_map.value:
+            # struct link_map { ElfW(Addr) l_addr; char *l_name; ... }
+            l_name = ctypes.cast(link_map.value + ctypes.sizeof(ctypes.c_void_p),
+                                 ctypes.POINTER(ctypes.c_char_p))[0]
+            if l_name:
+                return l_name.decode('utf-8', 'replace')
     new = sorted(now - before)
     named = [p for p in new if os.path.basename(p).startswith('libcuda')]
-    if named or len(new) == 1:
-        return (named or new)[0]
-    old = [p for p in now if os.path.basename(p).startswith(name)]
-    return old[0] if old else name
+    return (named or new)[0] if named or len(new) == 1 else name
 
 
 def probe_driver():
@@ -135,7 +144,8 @@ def probe_driver():
         except OSError as e:
             tried.append(f'{name}: {e}')
             continue
-        path = loaded_path(name, mapped_paths(), before)
+        path = loaded_path(lib, name, mapped_paths(), before)
+        path = os.path.realpath(path) if path.startswith('/') else path
         # What the library itself defines (dlsym on its handle would also
         # search its dependencies, glibc included).
         own = (elf_dynamic(path) or (set(), set(), []))[0]
