@@ -311,7 +311,7 @@ struct end_walk {
     struct jlog_line *line;
     struct site_counters total;
     struct site_cache_counts cache_total;
-    const struct event_end_cache *cache;
+    const struct event_end_above *above;
 };
 
 static void end_one_site(struct site *site, void *arg)
@@ -322,7 +322,7 @@ static void end_one_site(struct site *site, void *arg)
     pthread_mutex_lock(&site->lock);
     struct site_counters c = site->count;
     pthread_mutex_unlock(&site->lock);
-    struct site_cache_counts kept = w->cache->site_counts(site);
+    struct site_cache_counts kept = w->above->site_counts(site);
     jlog_object_begin(w->line, NULL);
     jlog_site(w->line, "site", site->id);
     counters_json(w->line, &c);
@@ -342,10 +342,10 @@ static void end_one_site(struct site *site, void *arg)
     t->inst_new_us += c.inst_new_us, t->reuse_us += c.reuse_us;
 }
 
-void event_end(const struct event_end_cache *cache)
+void event_end(const struct event_end_above *above)
 {
     struct jlog_line l;
-    struct end_walk w = { .line = &l, .cache = cache };
+    struct end_walk w = { .line = &l, .above = above };
 
     if (!__atomic_load_n(&event_start_written, __ATOMIC_ACQUIRE) || !jlog_enabled())
         return;
@@ -357,12 +357,16 @@ void event_end(const struct event_end_cache *cache)
     counters_json(&l, &w.total);
     jlog_u64(&l, "kept", w.cache_total.kept);
     jlog_u64(&l, "evicted", w.cache_total.evicted);
-    jlog_u64(&l, "budget_bytes", cache->budget_bytes);
-    jlog_u64(&l, "kept_bytes_peak", cache->kept_bytes_peak);
+    jlog_u64(&l, "budget_bytes", above->budget_bytes);
+    jlog_u64(&l, "kept_bytes_peak", above->kept_bytes_peak);
     jlog_object_end(&l);
     jlog_array_begin(&l, "unmatched");      /* RECAP_SITES entries that selected no site */
     sites_for_each_unmatched(end_one_unmatched, &l);
     jlog_array_end(&l);
+    jlog_object_begin(&l, "resolved");  /* wrappers handed out per lookup path */
+    jlog_u64(&l, "dlsym", above->resolved_dlsym);
+    jlog_u64(&l, "procaddr", above->resolved_procaddr);
+    jlog_object_end(&l);
     jlog_line_emit(&l);
 }
 

@@ -53,15 +53,17 @@ void event_warning(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void event_error(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* What the cache, a module beside this one, reports at exit: the lifecycle
- * gathers it, so that events never calls into the cache. */
-struct event_end_cache {
+/* What modules beside and above this one report at exit (the cache, the
+ * interposition): the lifecycle gathers it, so events never calls them. */
+struct event_end_above {
     struct site_cache_counts (*site_counts)(struct site *site);
     unsigned long long budget_bytes, kept_bytes_peak;
+    unsigned long resolved_dlsym;      /* wrappers dlsym handed out */
+    unsigned long resolved_procaddr;   /* cuGetProcAddress answers */
 };
 
 /* The "end" event: totals per site and overall. */
-void event_end(const struct event_end_cache *cache);
+void event_end(const struct event_end_above *above);
 
 /* A driver call recap made on its own behalf failed; `consequence` says
  * what recap does instead. */

@@ -17,6 +17,7 @@
 #include "shim/capture.h"
 #include "shim/driver.h"
 #include "shim/events.h"
+#include "shim/interpose.h"
 #include "shim/jlog.h"
 #include "shim/kparams.h"
 #include "shim/lifecycle.h"
@@ -44,12 +45,13 @@ static void report_unmatched(const char *entry, void *arg)
 static void lifecycle_at_exit(void)
 {
     sites_for_each_unmatched(report_unmatched, NULL);
-    struct event_end_cache cache = {
+    struct event_end_above above = {
         .site_counts = cache_site_counts,
         .budget_bytes = cache_budget_bytes(),
         .kept_bytes_peak = cache_peak_bytes(),
     };
-    event_end(&cache);
+    interpose_counts(&above.resolved_dlsym, &above.resolved_procaddr);
+    event_end(&above);
 }
 
 static void lifecycle_after_fork_child(void)

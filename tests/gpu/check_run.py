@@ -11,6 +11,14 @@
       and at least one must be; stderr (RECAP_VERBOSE=1, never sampled) must
       hold at least N "recap: capture begin site" and N "recap: capture end
       site" lines.
+      On a driver with the recapture API (the start event's recapture_api;
+      --recapture require|off overrides) it also requires, from the end
+      event's exact totals, that at least the fraction --min-recapture
+      (default 0.9) of the captures after each site's first were recaptures,
+      and the delta path (how = delta: only the changed nodes applied) at
+      every site whose recaptures changed at most DELTA_MAX_PERCENT of the
+      nodes (recap's crossover; where more change, recap makes a whole
+      update, and the summary says so).
 
   check_run.py memory --plain-stderr FILE --recap-stderr FILE [--slack-mib M]
       Reads the "memory: after N iterations: B bytes in use" lines that
@@ -39,6 +47,7 @@ import sys
 CAPTURE_PATHS = {"fresh", "recapture", "fallback", "observe"}
 INSTANTIATE_HOWS = {"new", "update", "delta", "reuse"}
 REUSED_HOWS = {"update", "delta", "reuse"}
+DELTA_MAX_PERCENT = 12  # shim/exec_reuse.h EXEC_DELTA_MAX_PERCENT
 
 
 def read_events(path, failures):
@@ -105,6 +114,9 @@ def check_log(args):
                         f"their site were served from a released executable graph "
                         f"({fraction:.0%} < {args.min_reuse:.0%})")
 
+    start = next((e for e in events if e["event"] == "start"), {})
+    recapture_note = check_recapture(args, start, end, failures)
+
     begins = ends = 0
     try:
         with open(args.stderr, encoding="utf-8", errors="replace") as f:
@@ -120,7 +132,6 @@ def check_log(args):
                         f"'recap: capture end site' lines, expected at least "
                         f"{args.min_captures} of each")
 
-    start = next((e for e in events if e["event"] == "start"), {})
     problems = [e for e in events if e["event"] in ("warning", "error")]
     summary = (f"log: {len(events)} events, driver {start.get('driver')}, mode {start.get('mode')}, "
                f"recapture_api {start.get('recapture_api')}; captures {totals.get('captures')} "
@@ -130,11 +141,50 @@ def check_log(args):
                f"{after_first} after the first; verbose lines {begins} begin / {ends} end; "
                f"warnings {by_kind.get('warning', 0)}, errors {by_kind.get('error', 0)}")
     print(summary)
+    if recapture_note:
+        print(f"  {recapture_note}")
     for e in problems[:3]:
         print(f"  {e['event']}: {e.get('message')}")
     for reason in failures:
         print(f"  FAILED CHECK: {reason}")
     return 1 if failures else 0
+
+
+def check_recapture(args, start, end, failures):
+    """The 13.3 requirements, from the end event's exact per-site totals.
+    Returns a line saying what was required and found, or None when not
+    required."""
+    wanted = args.recapture
+    if wanted == "auto":
+        wanted = "require" if start.get("recapture_api") is True else "off"
+    if wanted == "off" or end is None:
+        return None
+    sites = [s for s in end.get("sites", []) if s.get("captures", 0) > 0]
+    after_first = sum(s["captures"] - 1 for s in sites)
+    recaptured = sum(s.get("recaptured", 0) for s in sites)
+    fraction = recaptured / after_first if after_first else 0.0
+    if after_first == 0 or fraction < args.min_recapture:
+        failures.append(f"recapture: {recaptured} of {after_first} captures after their site's "
+                        f"first were recaptures ({fraction:.0%} < {args.min_recapture:.0%})")
+    delta_sites = whole_sites = 0
+    for s in sites:
+        rec, changed = s.get("recaptured", 0), s.get("changed", 0)
+        if not rec or not changed:
+            continue
+        nodes_per_capture = s.get("nodes", 0) / s["captures"]
+        percent = 100.0 * (changed / rec) / nodes_per_capture if nodes_per_capture else 100.0
+        if percent <= DELTA_MAX_PERCENT:
+            delta_sites += 1
+            if s.get("delta", 0) == 0:
+                failures.append(f"site {s.get('site')}: recaptures changed {percent:.1f}% of the "
+                                f"nodes (<= {DELTA_MAX_PERCENT}%) but no instantiation took the "
+                                f"delta path (delta 0, update {s.get('update', 0)})")
+        else:
+            whole_sites += 1
+    return (f"recapture required: {recaptured} of {after_first} captures after the first "
+            f"recaptured ({fraction:.0%}); {delta_sites} site(s) where few nodes change (delta "
+            f"path required), {whole_sites} where more than {DELTA_MAX_PERCENT}% change (whole "
+            f"update)")
 
 
 MEMORY_LINE = re.compile(r"^memory: after (\d+) iterations: (\d+) bytes in use")
@@ -256,6 +306,8 @@ def main():
     p.add_argument("--stderr", required=True)
     p.add_argument("--min-captures", type=int, required=True)
     p.add_argument("--min-reuse", type=float, default=0.9)
+    p.add_argument("--recapture", choices=("auto", "require", "off"), default="auto")
+    p.add_argument("--min-recapture", type=float, default=0.9)
     p.set_defaults(run=check_log)
     p = sub.add_parser("memory")
     p.add_argument("--plain-stderr", required=True)

@@ -16,6 +16,15 @@
 #     the instantiations after the first at their site, and on stderr the verbose
 #     "recap: capture begin/end site" lines; memory_growth also must not grow
 #     under recap by more than 8 MiB beyond the plain run's growth;
+#     On a driver with the recapture API (13.3+; the log's start event says),
+#     check_run.py also requires recapture for >= 90% of the captures after a
+#     site's first and the delta path at sites where few parameters change;
+#     before everything else, recapture_conformance (no recap) checks the
+#     driver's recapture API against the stand-in's readings: PASS when each
+#     matches a stand-in setting (its SETTINGS line is printed), FAIL naming
+#     the points no setting models, SKIP on a driver without the API (13.0);
+#     Last, `recap doctor` on this machine and on two of the programs (PASS
+#     when it says recap can act; its report goes into the summary);
 # (d) prints one PASS/FAIL/SKIP line per program and a summary line
 #     "summary: N passed, N failed, N skipped"; exit 0 only if none failed.
 #     When $OUT is set, $OUT/gpu-tests-summary.txt and $OUT/gpu-tests-logs.tar.gz
@@ -153,6 +162,8 @@ build_driver_api() {
             "$HERE/driver_api.c" -o driver_api -lcuda
 }
 
+build_bg recapture_conformance "$NVCC" -O2 -cudart none -Xcompiler -Wall,-std=gnu11 -I"$REPO" \
+    "$HERE/recapture_conformance.c" -o "$BIN/recapture_conformance" -lcuda -ldl
 build_bg runtime_static "$NVCC" "${CUFLAGS[@]}" "$HERE/runtime_static.cu" -o "$BIN/runtime_static"
 build_bg runtime_shared "$NVCC" "${CUFLAGS[@]}" -cudart shared "$HERE/runtime_static.cu" -o "$BIN/runtime_shared"
 build_bg driver_api build_driver_api
@@ -271,6 +282,30 @@ run_case() {
     sed 's/^/      /' "$dir/check.txt" | tee -a "$SUMMARY"
 }
 
+# The driver's recapture API against the stand-in's readings: one run, no recap.
+run_conformance() {
+    local name=recapture_conformance dir=$LOGS/recapture_conformance limit rc
+    mkdir -p "$dir"
+    if [ "${BUILD_STATUS[$name]}" != ok ]; then
+        report FAIL "$name" "build failed, see logs/build-$name.txt:"
+        tail -n 15 "$LOGS/build-$name.txt" | sed 's/^/      /' | tee -a "$SUMMARY"
+        return
+    fi
+    limit=$(run_timeout) || { report FAIL "$name" "not run: time budget spent"; return; }
+    timeout -k 5 "$limit" env -u LD_PRELOAD "$BIN/$name" >"$dir/out.txt" 2>"$dir/err.txt"
+    rc=$?
+    case $rc in
+        77) report SKIP "$name" "$(grep -m1 '^SKIP' "$dir/out.txt" || echo 'exit 77')" ;;
+        0) report PASS "$name" "$(grep -m1 '^summary' "$dir/out.txt")" ;;
+        *)
+            report FAIL "$name" "$(exit_detail "$rc"): $(grep -m1 '^summary' "$dir/out.txt")"
+            { grep 'NOT MODELLED' "$dir/out.txt"; tail -n 5 "$dir/err.txt"; } | sed 's/^/      /' | tee -a "$SUMMARY"
+            ;;
+    esac
+    grep '^SETTINGS' "$dir/out.txt" | sed 's/^/      /' | tee -a "$SUMMARY"
+}
+
+run_conformance
 run_case runtime_static 200 runtime_static -- "$BIN/runtime_static"
 run_case runtime_shared 200 runtime_shared -- "$BIN/runtime_shared"
 run_case driver_api 200 driver_api -- "$BIN/driver_api"
@@ -295,6 +330,37 @@ if limit=$(run_timeout); then
     fi
     sed 's/^/      /' "$LOGS/python_sites.txt" | tee -a "$SUMMARY"
 fi
+
+# recap doctor on this machine, then on a static-runtime and a driver-API
+# program (one run each under recap with the loader's binding trace): PASS
+# when it says recap can act; its screen goes into the summary.
+run_doctor() { # name [build_key program args...]
+    local name=$1 dir=$LOGS/$1 limit rc
+    shift
+    mkdir -p "$dir"
+    if [ $# -gt 0 ]; then
+        if [ "${BUILD_STATUS[$1]}" != ok ]; then
+            report FAIL "$name" "build of $1 failed"
+            return
+        fi
+        shift
+    fi
+    limit=$(run_timeout) || { report FAIL "$name" "not run: time budget spent"; return; }
+    timeout -k 5 "$limit" env -u LD_PRELOAD -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG \
+        -u RECAP_LOG -u RECAP_VERBOSE "$PYTHON" "$REPO/scripts/recap" doctor --library "$LIB" \
+        ${1:+-- "$@"} >"$dir/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        report PASS "$name" "$(tail -n 1 "$dir/out.txt")"
+    else
+        report FAIL "$name" "$(exit_detail "$rc"): $(tail -n 1 "$dir/out.txt")"
+    fi
+    sed 's/^/      /' "$dir/out.txt" | tee -a "$SUMMARY"
+}
+
+run_doctor doctor
+run_doctor doctor_static runtime_static "$BIN/runtime_static"
+run_doctor doctor_driver_api driver_api "$BIN/driver_api"
 
 # ------------------------------------------------------------------ (d) summary
 say "elapsed $((SECONDS - START_SECONDS)) s; logs in $LOGS"

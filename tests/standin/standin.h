@@ -16,6 +16,9 @@
  *                            "later" the next call on the capture returns 918
  *                            "end"   only cuStreamEndCapture returns 918
  *   STANDIN_NULL_CALLBACK    "accept" (default) or "reject" a NULL recapture callback
+ *   STANDIN_RECAPTURE_CALLBACK "changed" (default): the recapture callback sees only
+ *                            nodes whose parameters differ; "every": every matched
+ *                            node, unchanged ones with status ELIGIBLE
  *   STANDIN_RECAPTURE_ERROR_NODE  N: the N-th changed node of each recapture is
  *                            reported with status CU_GRAPH_RECAPTURE_ERROR
  *   STANDIN_FAULTS           comma list of NAME@N=CODE (the N-th call of the
@@ -60,6 +63,10 @@
  * module was unloaded meanwhile. A program relying on cuMemFree to
  * synchronise (undocumented) is flagged. At exit, and at cuCtxDestroy for its streams, queued work is drained
  * and the threads are joined.
+ *
+ * Every point where the documentation leaves the real driver's behaviour
+ * open, and the knob value giving each reading, is listed in READINGS.md;
+ * tests/gpu/recapture_conformance says which value a real driver matches.
  */
 #ifndef STANDIN_H
 #define STANDIN_H

@@ -424,6 +424,11 @@ static void state_setup(void)
     if ((v = getenv("STANDIN_RECAPTURE_FAILURE")) && parse_surface(v, &si.surface) != 0)
         fprintf(stderr, "standin: STANDIN_RECAPTURE_FAILURE=%s is not call|later|end\n", v);
     if ((v = getenv("STANDIN_NULL_CALLBACK"))) si.null_callback_accepted = strcmp(v, "reject") != 0;
+    if ((v = getenv("STANDIN_RECAPTURE_CALLBACK")) && *v) {
+        si.callback_every_node = strcmp(v, "every") == 0;
+        if (!si.callback_every_node && strcmp(v, "changed") != 0)
+            fprintf(stderr, "standin: STANDIN_RECAPTURE_CALLBACK=%s is not changed|every\n", v);
+    }
     if ((v = getenv("STANDIN_RECAPTURE_ERROR_NODE"))) si.error_node = strtoul(v, NULL, 10);
     if ((v = getenv("STANDIN_DEVICE_MEMORY"))) si.capacity = parse_bytes(v, si.capacity);
     if ((v = getenv("STANDIN_FAULTS"))) parse_faults(v);

@@ -483,6 +483,7 @@ struct si_state {
     int driver_version;
     enum si_surface surface;
     bool null_callback_accepted;
+    bool callback_every_node; /* STANDIN_RECAPTURE_CALLBACK=every */
     unsigned long error_node;
     size_t capacity, used;
     char *report_path;

@@ -10,8 +10,10 @@
  * undefined, to be destroyed exactly once. Must never: decide eligibility by
  * itself; it asks si_update_rule, the rule executable-graph updates use.
  *
- * What the documentation leaves open, and what the stand-in chose, is in the
- * knobs (standin.h): the failure point, whether a NULL callback is accepted.
+ * What the documentation leaves open, and what the stand-in chose, is listed
+ * once in READINGS.md with the knob (standin.h) that gives each reading: the
+ * failure point, whether a NULL callback is accepted, whether unchanged
+ * nodes reach the callback.
  */
 #include "standin_internal.h"
 
@@ -138,6 +140,17 @@ CUresult si_recapture_match(struct si_capture *c, struct si_stream *s, struct si
         si_params_free(p);
     } else if (si_params_equal(&orig->p, p)) {
         si_params_free(p);
+        if (si.callback_every_node && rc->cb) { /* the "every" reading */
+            si_user_code_begin("the recapture callback");
+            CUresult answer = rc->cb(rc->user, (CUgraphNode)orig, &orig->p.np, &orig->p.np,
+                                     CU_GRAPH_RECAPTURE_ELIGIBLE_FOR_UPDATE);
+            si_user_code_end();
+            if (answer != CUDA_SUCCESS) {
+                struct si_params copy; /* fail_op takes what it is given */
+                si_params_copy(&copy, &orig->p);
+                return fail_op(c, &copy, "recapture: the callback refused a node");
+            }
+        }
     } else {
         rc->changed++;
         CUgraphRecaptureStatus status = status_of(rc, &orig->p, p);
