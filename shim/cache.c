@@ -431,7 +431,7 @@ void exec_note_mutated(CUgraphExec exec)
 
 /* --- memory pressure, fork ----------------------------------------------------------- */
 
-int cache_release_for_oom(void)
+int cache_release_all(void)
 {
     struct cache_entry *lists[CACHE_KINDS];
     int n = 0;
@@ -455,11 +455,18 @@ int cache_release_for_oom(void)
     for (int k = 0; k < CACHE_KINDS; k++) {
         for (struct cache_entry *e = lists[k], *next; e; e = next) {
             next = e->newer;
-            /* Memory is short: give user-object references back now. */
+            /* Memory is short, or a library waits for its user objects:
+             * give the references back now. */
             entry_destroy_waiting((enum cache_kind)k, e, 1);
         }
     }
     uobj_settle_all();
+    return n;
+}
+
+int cache_release_for_oom(void)
+{
+    int n = cache_release_all();
     if (n)
         event_warning(NULL, "device memory exhausted: released %d cached graphs and "
                             "executable graphs, retrying the allocation", n);
