@@ -4,10 +4,12 @@ iteration, a new CUDA graph holding an NCCL all-reduce, as tensor-parallel
 code without graph-update logic does.
 
 Each iteration writes new inputs into the graph's static buffer, creates
-torch.cuda.CUDAGraph(), captures  y = x * scale + rank;  all_reduce(y, SUM);
+torch.cuda.CUDAGraph(), captures (capture_begin/capture_end on a side
+stream, global capture mode as torch.cuda.graph uses)
+y = x * scale + rank;  all_reduce(y, AVG);
 z = y * 0.5  with a Python-float scale that changes every iteration (so
 kernel arguments change), replays it, reads z, checks it exactly against
-the sum the host computes, and deletes the graph. At the end the program
+the average the host computes, and deletes the graph. At the end the program
 destroys its process group (dist.destroy_process_group()) and exits 0; a
 hang there would be recap's kept graphs holding NCCL's resources (NCCL's
 communicator destruction waits until every graph that captured it is gone),
@@ -16,11 +18,13 @@ which RUN_TIMEOUT turns into a failure.
 Runs as one rank (world_size 1: MASTER_ADDR=127.0.0.1, a free port, RANK=0,
 WORLD_SIZE=1 set here when no launcher set them) or under
 `torchrun --nproc-per-node N` (one GPU per rank, LOCAL_RANK picks it).
-With one rank NCCL serves the all-reduce by its one-rank shortcut (a copy,
-or nothing in place); the graph still goes through torch's NCCL capture
-path (the collective is registered and warmed up before capture, as NCCL
-requires). Inputs are small integers in float32, so sums are exact on any
-number of ranks and in any reduction order.
+With one rank NCCL serves the all-reduce by its one-rank shortcut: AVG is
+a pre-multiplied sum, so it launches its one-rank reduction kernel into the
+graph (SUM in place would launch nothing), but it makes no kernel plan and
+attaches no user object; those only the runs with two or more ranks
+exercise. The communicator is created and the collective warmed up before
+any capture, as NCCL requires. Inputs are small integers in float32 and
+the world size a power of two, so averages are exact in any order.
 
   nccl_allreduce.py [--iterations N] [--memory-check]
 
@@ -66,11 +70,14 @@ def free_port():
 
 
 def single_rank_environment():
-    """Fills in what torchrun would set, for a run as the only rank."""
-    if "RANK" in os.environ or "WORLD_SIZE" in os.environ:
-        return
-    os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+    """Fills in what torchrun would set, for a run as the only rank. Done
+    before CUDA is touched: recap reads RANK at the first driver call."""
+    if "RANK" not in os.environ and "WORLD_SIZE" not in os.environ:
+        os.environ.update({"RANK": "0", "WORLD_SIZE": "1"})
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = str(free_port())
 
 
 def inputs_for(iteration, rank):
@@ -80,9 +87,10 @@ def inputs_for(iteration, rank):
 
 
 def expected(iteration, scale, world_size):
+    """NCCL's AVG: each rank's value times 1/world_size, summed."""
     total = torch.zeros(N, dtype=torch.float32)
     for r in range(world_size):
-        total += inputs_for(iteration, r) * scale + r
+        total += (inputs_for(iteration, r) * scale + r) * (1.0 / world_size)
     return total * 0.5
 
 
@@ -92,13 +100,15 @@ def main():
     parser.add_argument("--memory-check", action="store_true")
     args = parser.parse_args()
 
+    single_rank_environment()
     if not torch.cuda.is_available():
         skip("torch sees no CUDA device")
     if not dist.is_available() or not dist.is_nccl_available():
         skip("torch.distributed has no NCCL backend")
-    single_rank_environment()
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
+    if world_size & (world_size - 1):
+        skip(f"world size {world_size} is not a power of two: averages would round")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.device_count() <= local_rank:
         skip(f"rank {rank} needs GPU {local_rank}, torch sees {torch.cuda.device_count()}")
@@ -117,12 +127,16 @@ def main():
         return 1
 
     static_x = torch.zeros(N, device=device)
+    # Captures run on one side stream, through capture_begin/capture_end:
+    # torch.cuda.graph() would also synchronize and empty the allocator's
+    # cache at every capture, which 10,100 iterations cannot afford.
+    capture_stream = torch.cuda.Stream(device)
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):       # warm-up on a side stream, as for any capture
         for _ in range(3):
             y = static_x * 1.0 + rank
-            dist.all_reduce(y)
+            dist.all_reduce(y, op=dist.ReduceOp.AVG)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
 
@@ -135,10 +149,14 @@ def main():
             static_x.copy_(inputs_for(iteration, rank))
             scale = float(1 + iteration % 5)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            capture_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(capture_stream):
+                graph.capture_begin(capture_error_mode="global")
                 y = static_x * scale + rank
-                dist.all_reduce(y)
+                dist.all_reduce(y, op=dist.ReduceOp.AVG)
                 static_out = y * 0.5
+                graph.capture_end()
+            torch.cuda.current_stream().wait_stream(capture_stream)
             graph.replay()
             torch.cuda.synchronize()
             got = static_out.cpu()
@@ -147,7 +165,7 @@ def main():
             if not torch.equal(got, expected(iteration, scale, world_size)):
                 if mismatches == 0:
                     print(f"rank {rank} iteration {iteration}: all-reduce result differs "
-                          f"from the host's sum", file=sys.stderr)
+                          f"from the host's average", file=sys.stderr)
                 mismatches += 1
             digest.update(got.numpy().tobytes())
             done = iteration + 1

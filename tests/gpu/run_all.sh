@@ -24,7 +24,9 @@
 # A program that cannot run here (a Python package missing) exits 77 and is
 # reported SKIP. Environment knobs: NVCC, PYTHON, GPU_ARCH_FLAGS (default
 # sm_90 + compute_90 PTX), RUN_TIMEOUT (seconds per run, default 90),
-# TIME_BUDGET (seconds for everything, default 500), RECAP_LIB.
+# TIME_BUDGET (seconds for everything, default 500), RECAP_LIB, RUN_ONLY (a
+# space-separated list of case names: run only those, e.g.
+# RUN_ONLY="nccl_allreduce nccl_memory").
 set -u
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -171,6 +173,12 @@ report() { # verdict name detail
     esac
 }
 
+selected() { # name: whether RUN_ONLY (when set) names this case
+    [ -z "${RUN_ONLY:-}" ] && return 0
+    case " $RUN_ONLY " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
 run_timeout() { # prints the per-run limit left within the budget, or nothing
     local left=$((TIME_BUDGET - (SECONDS - START_SECONDS)))
     [ "$left" -ge 15 ] || return 1
@@ -199,6 +207,7 @@ run_case() {
     local name=$1 min_captures=$2 build_key=$3
     shift 4
     local dir=$LOGS/$name limit rc_plain rc_recap problems=()
+    selected "$name" || return 0
     mkdir -p "$dir"
     if [ "$build_key" != - ] && [ "${BUILD_STATUS[$build_key]}" != ok ]; then
         report FAIL "$name" "build failed, see logs/build-$build_key.txt:"
@@ -226,8 +235,11 @@ run_case() {
         report FAIL "$name" "not run under recap: time budget of ${TIME_BUDGET}s spent"
         return
     fi
+    # The NCCL programs name their log by rank, as a multi-rank run would.
+    local log_template=$dir/recap.jsonl log=$dir/recap.jsonl
+    case $name in nccl_*) log_template=$dir/recap-%r.jsonl log=$dir/recap-0.jsonl ;; esac
     timeout -k 5 "$limit" env -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG \
-        LD_PRELOAD="$LIB" RECAP_LOG="$dir/recap.jsonl" RECAP_VERBOSE=1 "$@" \
+        LD_PRELOAD="$LIB" RECAP_LOG="$log_template" RECAP_VERBOSE=1 "$@" \
         >"$dir/recap.out" 2>"$dir/recap.err"
     rc_recap=$?
     [ "$rc_recap" -eq 0 ] || problems+=("run under recap: $(exit_detail "$rc_recap")")
@@ -237,13 +249,28 @@ run_case() {
     fi
     local -a log_checks=()
     # Across devices an update would fail: none may have been tried.
-    [ "$name" = two_devices ] && log_checks=(--max-update-failures 0)
-    if ! "$PYTHON" "$HERE/check_run.py" log --log "$dir/recap.jsonl" --stderr "$dir/recap.err" \
-        --min-captures "$min_captures" "${log_checks[@]}" >"$dir/check.txt" 2>&1; then
+    case $name in
+    two_devices) log_checks=(--max-update-failures 0) ;;
+    nccl_*) log_checks=(--rank 0 --world-size 1) ;;
+    esac
+    if ! "$PYTHON" "$HERE/check_run.py" log --log "$log" --stderr "$dir/recap.err" \
+        --min-captures "$min_captures" ${log_checks[@]+"${log_checks[@]}"} >"$dir/check.txt" 2>&1; then
         problems+=("log check failed")
     fi
     case $name in
-    memory_growth | nccl_memory)
+    memory_growth)
+        if ! "$PYTHON" "$HERE/check_run.py" memory --plain-stderr "$dir/plain.err" \
+            --recap-stderr "$dir/recap.err" >>"$dir/check.txt" 2>&1; then
+            problems+=("memory grew under recap")
+        fi
+        ;;
+    nccl_*)
+        grep -q 'rank 0: process group destroyed' "$dir/recap.err" ||
+            problems+=("dist.destroy_process_group() did not return")
+        "$PYTHON" "$REPO/scripts/recap" report "$dir"/recap-*.jsonl >"$dir/report.txt" 2>&1
+        sed 's/^/  /' "$dir/report.txt" >>"$dir/check.txt"
+        ;;&
+    nccl_memory)
         if ! "$PYTHON" "$HERE/check_run.py" memory --plain-stderr "$dir/plain.err" \
             --recap-stderr "$dir/recap.err" >>"$dir/check.txt" 2>&1; then
             problems+=("memory grew under recap")
@@ -287,6 +314,7 @@ run_torchrun_case() {
     local name=$1 min_captures=$2
     shift 3
     local dir=$LOGS/$name limit rc_plain rc_recap problems=() gpus
+    selected "$name" || return 0
     mkdir -p "$dir"
     gpus=$(gpu_count)
     if [ "${gpus:-0}" -lt 2 ]; then
@@ -365,8 +393,11 @@ run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
 # NCCL in a graph re-captured every iteration, one rank (world size 1).
-run_case nccl_allreduce 200 - -- "$PYTHON" "$HERE/nccl_allreduce.py" --iterations 200
-run_case nccl_memory 10100 - -- "$PYTHON" "$HERE/nccl_allreduce.py" --memory-check
+NCCL_ONE_RANK=(env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1)
+run_case nccl_allreduce 200 - -- "${NCCL_ONE_RANK[@]}" "$PYTHON" "$HERE/nccl_allreduce.py" \
+    --iterations 200
+run_case nccl_memory 10100 - -- "${NCCL_ONE_RANK[@]}" "$PYTHON" "$HERE/nccl_allreduce.py" \
+    --memory-check
 # Two GPUs: SKIP on a machine with one.
 run_case two_devices 400 two_devices -- "$BIN/two_devices"
 run_torchrun_case nccl_torchrun 200 -- --iterations 200
