@@ -386,6 +386,18 @@ class RankReport(Base):
                                 [A, '-', 'all', '6']])
         self.assertIn('1 process(es) without a rank variable, shown by pid', r.stdout)
 
+    def test_forked_processes_sharing_one_log(self):
+        # RECAP_LOG without %p or %r: a parent and its forked child append
+        # to one file; each is its own row, by pid.
+        log = self.write('shared.jsonl', [start(10), start(11),
+                                          end(11, (A, 3, 1, 10.0, 2, 2.0)),
+                                          end(10, (A, 5, 1, 10.0, 4, 4.0))])
+        data = json.loads(recap('report', '--json', log).stdout)
+        self.assertEqual([(r['rank'], r['captures']) for r in data['by_rank']],
+                         [('pid:10', 5), ('pid:11', 3)])
+        self.assertEqual(data['sites'][0]['captures'], 8)
+        self.assertEqual([r['pids'] for r in data['ranks']], [[10], [11]])
+
     def test_one_log_keeps_the_plain_table(self):
         r = recap('report', self.three_ranks()[0])
         self.assertEqual(r.stdout.splitlines()[0].split()[:3], ['SITE', 'LABEL', 'CAPTURES'])

@@ -267,6 +267,12 @@ run_case() {
     nccl_*)
         grep -q 'rank 0: process group destroyed' "$dir/recap.err" ||
             problems+=("dist.destroy_process_group() did not return")
+        # recap's NCCL teardown hook (shim/nccl_hooks.c) must have been
+        # reached: with NCCL linked into torch statically it would not be,
+        # and two ranks would wait forever at the teardown.
+        grep -q '"event":"comm_teardown".*"forwarded":true' "$log" ||
+            problems+=("no comm_teardown event: recap's NCCL hooks were not called")
+        grep '"event":"comm_teardown"' "$log" >>"$dir/check.txt"
         "$PYTHON" "$REPO/scripts/recap" report "$dir"/recap-*.jsonl >"$dir/report.txt" 2>&1
         sed 's/^/  /' "$dir/report.txt" >>"$dir/check.txt"
         ;;&
@@ -363,6 +369,10 @@ run_torchrun_case() {
             --rank "$rank" --world-size 2 >>"$dir/check.txt" 2>&1; then
             problems+=("log check of rank $rank failed")
         fi
+    done
+    for rank in 0 1; do
+        grep -q '"event":"comm_teardown".*"forwarded":true' "$dir/recap-$rank.jsonl" ||
+            problems+=("rank $rank: no comm_teardown event: recap's NCCL hooks were not called")
     done
     if [ "$name" = nccl_torchrun_memory ] &&
         ! "$PYTHON" "$HERE/check_run.py" memory --plain-stderr "$dir/plain.err" \
