@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,9 +24,27 @@
 #define SETTINGS_MSG_MAX 1536
 #define SETTINGS_SHOWN 64       /* bytes of a bad value echoed in a message */
 
-static const char *const settings_rank_vars[] = {
-    "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+/* Launchers' rank and world-size variables, strongest first. torchrun (and
+ * torch.distributed.launch, DeepSpeed, Accelerate) sets RANK/WORLD_SIZE;
+ * Open MPI OMPI_COMM_WORLD_RANK/_SIZE; MPICH's Hydra and Intel MPI
+ * PMI_RANK/PMI_SIZE; a PMIx server (Open MPI 5's prterun, srun --mpi=pmix)
+ * PMIX_RANK with no size variable; srun SLURM_PROCID/SLURM_NTASKS (older
+ * Slurm: SLURM_NPROCS). RANK comes first because torchrun run inside a
+ * Slurm step inherits SLURM_PROCID, which then names the node's task, not
+ * the rank; SLURM_PROCID comes last for the same reason under mpirun in an
+ * allocation. */
+static const struct {
+    const char *rank;
+    const char *size;
+    const char *size_alt;
+} settings_launchers[] = {
+    { "RANK", "WORLD_SIZE", NULL },
+    { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL },
+    { "PMI_RANK", "PMI_SIZE", NULL },
+    { "PMIX_RANK", NULL, NULL },
+    { "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS" },
 };
+#define SETTINGS_NLAUNCHERS (sizeof settings_launchers / sizeof settings_launchers[0])
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -314,6 +333,8 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
             settings_complain(s, errfd, "RECAP_LOG", log, "%s", err);
     }
 
+    settings_rank_find(envp, &s->rank);
+
     if (s->mode == RECAP_MODE_OFF) {
         settings_copy(s->log_template, sizeof s->log_template, "off");
     } else if (s->degraded) {
@@ -418,21 +439,50 @@ static int settings_append(char *out, size_t outlen, size_t *at, const char *src
     return 0;
 }
 
-/* A rank variable's value is used only when it is a plain number: it ends
- * up in a file name. */
-static const char *settings_rank(char *const *envp)
+/* A launcher variable's value is used only when it is a plain number of at
+ * most 12 digits: the rank ends up in a file name. Returns the value or
+ * NULL. */
+static const char *settings_number_var(char *const *envp, const char *name)
 {
-    for (size_t i = 0; i < sizeof settings_rank_vars / sizeof settings_rank_vars[0]; i++) {
-        const char *v = settings_env(envp, settings_rank_vars[i]);
-        if (v == NULL || v[0] == '\0' || strlen(v) > 12)
-            continue;
-        size_t k = 0;
-        while (v[k] >= '0' && v[k] <= '9')
-            k++;
-        if (v[k] == '\0')
-            return v;
-    }
+    const char *v = name ? settings_env(envp, name) : NULL;
+    if (v == NULL || v[0] == '\0' || strlen(v) > 12)
+        return NULL;
+    size_t k = 0;
+    while (v[k] >= '0' && v[k] <= '9')
+        k++;
+    return v[k] == '\0' ? v : NULL;
+}
+
+const char *settings_rank_var(size_t i)
+{
+    if (i < SETTINGS_NLAUNCHERS)
+        return settings_launchers[i].rank;
     return NULL;
+}
+
+void settings_rank_find(char *const *envp, struct settings_rank *out)
+{
+    out->rank = -1;
+    out->world_size = -1;
+    out->rank_var = NULL;
+    out->size_var = NULL;
+    for (size_t i = 0; i < SETTINGS_NLAUNCHERS; i++) {
+        const char *rank = settings_number_var(envp, settings_launchers[i].rank);
+        if (rank == NULL)
+            continue;
+        out->rank = strtol(rank, NULL, 10);
+        out->rank_var = settings_launchers[i].rank;
+        const char *names[] = { settings_launchers[i].size, settings_launchers[i].size_alt };
+        for (size_t k = 0; k < 2; k++) {
+            const char *size = settings_number_var(envp, names[k]);
+            if (size != NULL && strtol(size, NULL, 10) > 0) {
+                out->world_size = strtol(size, NULL, 10);
+                out->size_var = names[k];
+                break;
+            }
+        }
+        return;
+    }
 }
 
 int settings_expand_log_path(const char *tmpl, char *const *envp, long pid,
@@ -461,14 +511,10 @@ int settings_expand_log_path(const char *tmpl, char *const *envp, long pid,
                 piece = num;
                 break;
             case 'r': {
-                const char *rank = settings_rank(envp);
-                if (rank == NULL) {
-                    n = (size_t)snprintf(num, sizeof num, "%ld", pid);
-                    piece = num;
-                } else {
-                    piece = rank;
-                    n = strlen(rank);
-                }
+                struct settings_rank rank;
+                settings_rank_find(envp, &rank);
+                n = (size_t)snprintf(num, sizeof num, "%ld", rank.rank_var ? rank.rank : pid);
+                piece = num;
                 break;
             }
             case 'h':

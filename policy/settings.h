@@ -36,6 +36,7 @@
 #define RECAP_SETTINGS_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "policy/config.h"
 
@@ -57,6 +58,15 @@ struct settings_site_ref {          /* one entry of RECAP_SITES */
     char label[SETTINGS_LABEL_MAX]; /* as given, for labels */
 };
 
+/* The process's place in a multi-process run, from the launcher's
+ * variables (settings_rank_find). */
+struct settings_rank {
+    long rank;                      /* -1: no launcher variable set */
+    long world_size;                /* -1: unknown */
+    const char *rank_var;           /* static name of the variable read, or NULL */
+    const char *size_var;           /* static name, or NULL */
+};
+
 struct recap_settings {
     enum recap_mode mode;           /* effective default mode */
     int mode_from_env;              /* mode came from a valid RECAP_MODE */
@@ -72,6 +82,7 @@ struct recap_settings {
     int stack_depth;
     struct conf_budget cache_budget; /* set: from [defaults] */
     struct conf_file conf;          /* owned */
+    struct settings_rank rank;      /* from the environment at load */
 };
 
 /* What recap may do at one site. */
@@ -119,9 +130,19 @@ struct site_policy settings_site_policy_named(const struct recap_settings *s, ui
                                               const char *const *names, int nnames,
                                               unsigned char *hit);
 
-/* Expands a log template: %p pid, %h host name, %r rank (RANK,
- * OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID from envp, else the pid),
- * %% percent. Returns 0, or -1 when the result does not fit or the template
+/* Finds the rank in envp: the first of RANK (torchrun), OMPI_COMM_WORLD_RANK
+ * (Open MPI), PMI_RANK (MPICH/Hydra, Intel MPI), PMIX_RANK (PMIx) and
+ * SLURM_PROCID (srun) that holds a plain number, and the world size from
+ * the same launcher's variable (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+ * none, SLURM_NTASKS or SLURM_NPROCS) when that is a positive number. */
+void settings_rank_find(char *const *envp, struct settings_rank *out);
+
+/* The i-th rank variable settings_rank_find reads (strongest first), NULL
+ * past the last: for callers that keep a private copy of them. */
+const char *settings_rank_var(size_t i);
+
+/* Expands a log template: %p pid, %h host name, %r rank (settings_rank_find,
+ * else the pid), %% percent. Returns 0, or -1 when the result does not fit or the template
  * has an unknown % sequence (message in err). */
 int settings_expand_log_path(const char *tmpl, char *const *envp, long pid,
                              char *out, size_t outlen, char *err, size_t errlen);

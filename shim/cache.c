@@ -571,7 +571,7 @@ unsigned long long cache_probe_end(struct cache_probe *p, struct site *site, lon
 
 /* --- memory pressure, fork ----------------------------------------------------------- */
 
-int cache_release_for_oom(void)
+int cache_release_all(void)
 {
     if (runtime_passthrough)
         return 0;
@@ -591,10 +591,17 @@ int cache_release_for_oom(void)
 
     for (struct cache_entry *e = list, *next; e; e = next) {
         next = e->lru_newer;
-        /* Memory is short: give user-object references back now. */
+        /* Memory is short, or a library waits for its user objects: give
+         * the references back now. */
         entry_destroy_waiting(e, 1);
     }
     uobj_settle_all();
+    return n;
+}
+
+int cache_release_for_oom(void)
+{
+    int n = cache_release_all();
     if (n)
         event_warning(NULL, "device memory exhausted: released %d cached graphs and "
                             "executable graphs, retrying the allocation", n);

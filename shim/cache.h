@@ -200,8 +200,13 @@ struct site_cache_counts cache_site_counts(struct site *site);
 
 /* --- memory pressure, fork --- */
 
-/* Destroys every released object. Returns how many there were, so an
- * allocation that failed for memory is retried only when that can help. */
+/* Destroys every released object, waits for the work of the executable
+ * graphs among them and gives back every user-object reference recap holds.
+ * Returns how many objects there were. */
+int cache_release_all(void);
+
+/* cache_release_all with a warning in the log: for an allocation that
+ * failed for memory, retried only when the count says that can help. */
 int cache_release_for_oom(void);
 
 void cache_after_fork_child(void);

@@ -247,3 +247,15 @@ void drv_after_fork_child(void)
     pthread_mutex_init(&drv_load_lock, NULL);
     drv_loading_here = 0;
 }
+
+static unsigned long drv_lookup_count[DRV_LOOKUP_PATHS];
+
+void drv_count_lookup(enum drv_lookup_path path)
+{
+    __atomic_add_fetch(&drv_lookup_count[path], 1, __ATOMIC_RELAXED);
+}
+
+unsigned long drv_lookups(enum drv_lookup_path path)
+{
+    return __atomic_load_n(&drv_lookup_count[path], __ATOMIC_RELAXED);
+}

@@ -49,6 +49,15 @@ int drv_find_pointer(const void *real, const char *base, int cuda_version, int p
  * cannot be trusted; never NULL. */
 const char *drv_result_name(CUresult r);
 
+/* How the program reached the driver, for the end event (what `recap
+ * doctor` reports): wrappers dlsym/dlvsym on a driver handle handed out, and
+ * cuGetProcAddress answers (all of them: a driver whose own references are
+ * interposed hands back recap's wrappers itself). Exported symbols bind at
+ * load time and are not counted. Touched per lookup, never per call. */
+enum drv_lookup_path { DRV_LOOKUP_DLSYM, DRV_LOOKUP_PROCADDR, DRV_LOOKUP_PATHS };
+void drv_count_lookup(enum drv_lookup_path path);
+unsigned long drv_lookups(enum drv_lookup_path path);
+
 /* In a fork child: nothing to do for the driver itself (handles stay), but
  * the loading lock must be usable again. */
 void drv_after_fork_child(void);

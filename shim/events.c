@@ -81,6 +81,21 @@ void event_start(void)
                                  sizeof path, why, sizeof why) != 0)
         snprintf(path, sizeof path, "%s", runtime_settings.log_template);
     jlog_str(&l, "log", path);
+    /* Which process of a multi-process run this log is, so that `recap
+     * report` over every rank's log can tell them apart (null: no launcher
+     * variable; the report then uses the pid). */
+    const struct settings_rank *rank = &runtime_settings.rank;
+    if (rank->rank_var) {
+        jlog_i64(&l, "rank", rank->rank);
+        jlog_str(&l, "rank_var", rank->rank_var);
+    } else {
+        jlog_str(&l, "rank", NULL);
+        jlog_str(&l, "rank_var", NULL);
+    }
+    if (rank->size_var)
+        jlog_i64(&l, "world_size", rank->world_size);
+    else
+        jlog_str(&l, "world_size", NULL);
     jlog_i64(&l, "stack_depth", runtime_settings.stack_depth);
     jlog_str(&l, "python_skip", runtime_settings.conf.python_skip[0]
                                     ? runtime_settings.conf.python_skip : NULL);
@@ -271,6 +286,20 @@ void event_own_call_failed(const struct site *site, const char *symbol, int resu
                            const char *consequence)
 {
     event_warning(site, "%s failed (%s): %s", symbol, drv_result_name((CUresult)result), consequence);
+}
+
+void event_comm_teardown(const char *call, int released, int forwarded)
+{
+    struct jlog_line l;
+
+    runtime_verbose("%s: released %d kept graphs and executable graphs first%s", call,
+                    released, forwarded ? "" : "; no NCCL definition to call");
+    if (!event_begin(&l, "comm_teardown"))
+        return;
+    jlog_str(&l, "call", call);
+    jlog_i64(&l, "released", released);
+    jlog_bool(&l, "forwarded", forwarded);
+    jlog_line_emit(&l);
 }
 
 /* --- end: totals per site and overall ------------------------------------ */

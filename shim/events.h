@@ -73,4 +73,8 @@ void event_own_call_failed(const struct site *site, const char *symbol, int resu
 /* In a fork child: its first event opens its own log with a "start". */
 void event_after_fork_child(void);
 
+/* An NCCL communicator teardown call (nccl_hooks.c): how many kept objects
+ * recap destroyed before it, and whether NCCL's definition was found. */
+void event_comm_teardown(const char *call, int released, int forwarded);
+
 #endif

@@ -17,17 +17,6 @@
 #include "shim/libc_dl.h"
 #include "shim/lifecycle.h"
 
-/* How the program reached the driver, for the end event (what `recap
- * doctor` reports): wrappers dlsym handed out, and cuGetProcAddress answers
- * (all of them: a driver whose own references are interposed hands back
- * recap's wrappers itself). Touched per lookup, never per call. */
-static unsigned long wrapped_by_dlsym, answered_by_procaddr;
-
-void interpose_counts(unsigned long *by_dlsym, unsigned long *by_procaddr)
-{
-    *by_dlsym = __atomic_load_n(&wrapped_by_dlsym, __ATOMIC_RELAXED);
-    *by_procaddr = __atomic_load_n(&answered_by_procaddr, __ATOMIC_RELAXED);
-}
 
 /* Cheap filter before the table lookup: every interposed name is "cu"
  * followed by an upper-case letter (cudnn*, cublas*, cuda* are not). */
@@ -46,7 +35,7 @@ static void *wrap_symbol(void *found, const char *name)
     LIFECYCLE_ENSURE_STARTED();
     if (drv_real_fn[id] != found)
         return found;                     /* someone else's function of that name */
-    __atomic_add_fetch(&wrapped_by_dlsym, 1, __ATOMIC_RELAXED);
+    drv_count_lookup(DRV_LOOKUP_DLSYM);
     return drv_table[id].wrapper;
 }
 
@@ -66,7 +55,7 @@ void *recap_dlvsym_hook(void *handle, const char *name, const char *version)
 
 void *interpose_wrap_proc(void *real, const char *symbol, int cuda_version, cuuint64_t flags)
 {
-    __atomic_add_fetch(&answered_by_procaddr, 1, __ATOMIC_RELAXED);
+    drv_count_lookup(DRV_LOOKUP_PROCADDR);
     if (drv_loading_on_this_thread())
         return real;
     int id = drv_find_pointer(real, symbol, cuda_version,

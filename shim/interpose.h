@@ -19,11 +19,6 @@
  * driver returned for `symbol` at `cuda_version` with `flags`. */
 void *interpose_wrap_proc(void *real, const char *symbol, int cuda_version, cuuint64_t flags);
 
-/* How many wrappers dlsym/dlvsym on a handle handed out, and how many
- * pointers cuGetProcAddress answered, so far (exported symbols bind at load
- * time and are not counted). */
-void interpose_counts(unsigned long *by_dlsym, unsigned long *by_procaddr);
-
 /* Called by dlsym_hook.S for handles other than RTLD_DEFAULT/RTLD_NEXT. */
 void *recap_dlsym_hook(void *handle, const char *name);
 void *recap_dlvsym_hook(void *handle, const char *name, const char *version);

@@ -45,7 +45,7 @@ static const char jlog_truncated[] = ",\"truncated\":true";
 #define JLOG_RESERVE (sizeof jlog_truncated - 1 + JLOG_MAX_NEST + 2)
 #define JLOG_LIMIT (JLOG_LINE_MAX - JLOG_RESERVE)
 
-#define JLOG_RANK_VARS 4
+#define JLOG_RANK_VARS 8       /* at least as many as settings_rank_var names */
 #define JLOG_RANK_ENTRY 80
 
 static _Atomic int jlog_state = JLOG_UNCONFIGURED;
@@ -196,9 +196,6 @@ static int jlog_open_once(void)
 
 void jlog_configure(const char *path_template, char *const *envp)
 {
-    static const char *const rank_names[JLOG_RANK_VARS] = {
-        "RANK=", "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "SLURM_PROCID=",
-    };
     int old = atomic_load_explicit(&jlog_state, memory_order_acquire);
     if (old == JLOG_OPEN && jlog_fd > 2)
         close(jlog_fd);
@@ -208,10 +205,11 @@ void jlog_configure(const char *path_template, char *const *envp)
         path_template = SETTINGS_DEFAULT_LOG;
 
     int n = 0;
-    for (int i = 0; i < JLOG_RANK_VARS; i++) {
-        size_t name_len = strlen(rank_names[i]);
+    const char *name;
+    for (size_t i = 0; n < JLOG_RANK_VARS && (name = settings_rank_var(i)) != NULL; i++) {
+        size_t name_len = strlen(name);
         for (char *const *e = envp; e != NULL && *e != NULL; e++) {
-            if (strncmp(*e, rank_names[i], name_len) == 0) {
+            if (strncmp(*e, name, name_len) == 0 && (*e)[name_len] == '=') {
                 if (strlen(*e) < JLOG_RANK_ENTRY) {
                     snprintf(jlog_rank_env[n], JLOG_RANK_ENTRY, "%s", *e);
                     jlog_envp[n] = jlog_rank_env[n];

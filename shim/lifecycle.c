@@ -17,7 +17,6 @@
 #include "shim/capture.h"
 #include "shim/driver.h"
 #include "shim/events.h"
-#include "shim/interpose.h"
 #include "shim/jlog.h"
 #include "shim/kparams.h"
 #include "shim/lifecycle.h"
@@ -49,8 +48,9 @@ static void lifecycle_at_exit(void)
         .site_counts = cache_site_counts,
         .budget_bytes = cache_budget_bytes(),
         .kept_bytes_peak = cache_peak_bytes(),
+        .resolved_dlsym = drv_lookups(DRV_LOOKUP_DLSYM),
+        .resolved_procaddr = drv_lookups(DRV_LOOKUP_PROCADDR),
     };
-    interpose_counts(&above.resolved_dlsym, &above.resolved_procaddr);
     event_end(&above);
 }
 

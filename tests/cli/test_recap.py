@@ -300,13 +300,19 @@ class Report(Base):
         r = recap('report', r0, r1)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
-        self.assertTrue(lines[0].split()[:3] == ['SITE', 'LABEL', 'CAPTURES'], lines[0])
-        row_a = next(line for line in lines if line.startswith(A)).split()
-        self.assertEqual(row_a[:4], [A, 'decode', '5', '3'])
-        self.assertEqual(row_a[-1], '0.570')
-        total = next(line for line in lines if line.startswith('total')).split()
-        self.assertEqual(total[1], '7')
-        self.assertEqual(total[-1], '0.960')
+        # No rank variable in these logs: the pid stands for the rank.
+        self.assertTrue(lines[0].split()[:4] == ['SITE', 'LABEL', 'RANK', 'CAPTURES'], lines[0])
+        rows_a = [line.split() for line in lines if line.startswith(A)]
+        self.assertEqual([row[:5] for row in rows_a], [[A, 'decode', 'pid:100', '4', '2'],
+                                                       [A, 'decode', 'pid:200', '1', '1'],
+                                                       [A, 'decode', 'all', '5', '3']])
+        self.assertEqual(rows_a[-1][-1], '0.570')
+        totals = [line.split() for line in lines if line.startswith('total')]
+        self.assertEqual([t[:3] for t in totals], [['total', 'pid:100', '5'],
+                                                   ['total', 'pid:200', '2'],
+                                                   ['total', 'all', '7']])
+        self.assertEqual(totals[-1][-1], '0.960')
+        self.assertIn('2 process(es) without a rank variable, shown by pid', r.stdout)
         self.assertIn('6 malformed line(s) skipped; first at ' + r1 + ':7: not a JSON line',
                       r.stdout)
         self.assertIn('1 process(es) have no end event', r.stdout)
@@ -331,6 +337,222 @@ class Report(Base):
         p = subprocess.run([sys.executable, SCRIPT, 'report', '--json', '-'],
                            input=capture(D, 'fresh') + '\n', capture_output=True, text=True)
         self.assertEqual(json.loads(p.stdout)['totals']['fresh'], 1)
+
+
+def start(pid, rank=None, world_size=None, rank_var='RANK'):
+    return ev('start', pid=pid, version='0.1.0', exe='/bin/app', driver=13000,
+              recapture_api=False, mode='auto', sites='all', config=None, log='x',
+              rank=rank, rank_var=rank_var if rank is not None else None,
+              world_size=world_size, stack_depth=8)
+
+
+def end(pid, *sites):
+    """An end event; each site is (id, captures, new, new_us, updates, update_us)."""
+    entries = [{'site': s, 'captures': c, 'recaptured': 0, 'fallbacks': 0, 'fresh': c,
+                'observed': 0, 'instantiations': n + u, 'reused': u, 'new': n, 'update': u,
+                'delta': 0, 'reuse': 0, 'update_failures': 0, 'inst_new_us': nus,
+                'reuse_us': uus} for s, c, n, nus, u, uus in sites]
+    return ev('end', pid=pid, sites=entries, totals={})
+
+
+class RankReport(Base):
+    """Logs of several ranks give one table: per site a row per rank and an
+    `all` row, then totals per rank and over all ranks."""
+
+    def three_ranks(self, world_size=4):
+        # Site A on every rank, B on ranks 0 and 2, C only on rank 1 (counted
+        # from its events: its end event does not list it); rank 3 left no log.
+        return [
+            self.write('recap-0.jsonl', [start(300, 0, world_size),
+                                         end(300, (A, 10, 1, 100.0, 9, 9.0),
+                                             (B, 4, 1, 50.0, 3, 3.0))]),
+            self.write('recap-1.jsonl', [start(301, 1, world_size),
+                                         end(301, (A, 20, 2, 400.0, 18, 36.0))] +
+                       [capture(C, 'fresh', pid=301), inst(C, 'new', 30.0, pid=301)]),
+            self.write('recap-2.jsonl', [start(302, 2, world_size),
+                                         end(302, (A, 5, 1, 100.0, 4, 4.0),
+                                             (B, 6, 1, 50.0, 5, 5.0))]),
+        ]
+
+    def test_json_rows_per_rank_and_totals(self):
+        logs = self.three_ranks()
+        # The order of the logs on the command line does not matter.
+        r = recap('report', '--json', *reversed(logs))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        data = json.loads(r.stdout)
+        rows = {(x['site'], x['rank']): x for x in data['by_rank']}
+        self.assertEqual(sorted(rows), [(A, '0'), (A, '1'), (A, '2'), (B, '0'), (B, '2'),
+                                        (C, '1')])
+        self.assertEqual(rows[(A, '1')]['captures'], 20)
+        self.assertEqual(rows[(A, '1')]['reused'], 18)
+        # Each rank's saving uses its own mean 'new' time: 18 x 200 - 36.
+        self.assertAlmostEqual(rows[(A, '1')]['saved_us'], 3564.0)
+        self.assertAlmostEqual(rows[(A, '0')]['saved_us'], 9 * 100 - 9.0)
+        self.assertEqual((rows[(C, '1')]['captures'], rows[(C, '1')]['reused']), (1, 0))
+        sites = {x['site']: x for x in data['sites']}
+        self.assertEqual(sites[A]['captures'], 35, 'same site id on every rank: one site')
+        self.assertEqual(sites[A]['reused'], 31)
+        self.assertAlmostEqual(sites[A]['saved_us'], 891.0 + 3564.0 + 396.0)
+        self.assertEqual(sites[B]['captures'], 10)
+        per_rank = {t['rank']: t for t in data['rank_totals']}
+        self.assertEqual({k: t['captures'] for k, t in per_rank.items()},
+                         {'0': 14, '1': 21, '2': 11})
+        self.assertEqual(data['totals']['captures'], 46)
+        self.assertAlmostEqual(data['totals']['saved_us'],
+                               sum(t['saved_us'] for t in per_rank.values()))
+        ranks = {x['rank']: x for x in data['ranks']}
+        self.assertEqual(ranks['1']['pids'], [301])
+        self.assertEqual(ranks['2']['world_size'], 4)
+        self.assertEqual(ranks['0']['rank_var'], 'RANK')
+
+    def test_table_has_rank_column_and_totals(self):
+        r = recap('report', *self.three_ranks())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0].split()[:4], ['SITE', 'LABEL', 'RANK', 'CAPTURES'])
+        body = [line.split() for line in lines[1:] if line.strip()]
+        self.assertEqual([(row[0], row[2], row[3]) for row in body[:9]], [
+            (A, '0', '10'), (A, '1', '20'), (A, '2', '5'), (A, 'all', '35'),
+            (B, '0', '4'), (B, '2', '6'), (B, 'all', '10'),
+            (C, '1', '1'), (C, 'all', '1')])
+        self.assertTrue(set(lines[10]) <= {'-', ' '}, lines[10])
+        self.assertEqual([row[:3] for row in body[10:14]], [
+            ['total', '0', '14'], ['total', '1', '21'], ['total', '2', '11'],
+            ['total', 'all', '46']])
+        self.assertIn('ranks 0, 1, 2 of world size 4 (from RANK)', r.stdout)
+        self.assertIn('note: no log from rank(s) 3', r.stdout)
+
+    def test_world_sizes_disagree_and_rank_logged_twice(self):
+        logs = [self.write('a.jsonl', [start(400, 0, 2), end(400, (A, 3, 1, 10.0, 2, 2.0))]),
+                # rank 0 again, restarted: a second process appends to the same file
+                self.write('b.jsonl', [start(401, 1, 3, rank_var='OMPI_COMM_WORLD_RANK'),
+                                       end(401, (A, 1, 1, 10.0, 0, 0.0))]),
+                self.write('c.jsonl', [start(402, 0, 2), end(402, (A, 2, 1, 10.0, 1, 1.0))])]
+        r = recap('report', '--json', *logs)
+        data = json.loads(r.stdout)
+        rows = {x['rank']: x for x in data['by_rank']}
+        self.assertEqual(rows['0']['captures'], 5, 'two processes of rank 0 summed')
+        r = recap('report', *logs)
+        self.assertIn('world sizes disagree: 2, 3', r.stdout)
+        self.assertIn('(from OMPI_COMM_WORLD_RANK, RANK)', r.stdout)
+        self.assertIn('note: rank 0 was logged by 2 processes (pids 400, 402)', r.stdout)
+
+    def test_ranks_and_pids_mixed(self):
+        # A forked child without its own rank variable cannot be told from
+        # its parent's rank; a process of another program without one shows
+        # by pid, after the ranks.
+        logs = [self.write('r.jsonl', [start(500, 0, 1), end(500, (A, 2, 1, 10.0, 1, 1.0))]),
+                self.write('p.jsonl', [start(77), end(77, (A, 4, 1, 10.0, 3, 3.0))])]
+        r = recap('report', *logs)
+        rows = [line.split()[:4] for line in r.stdout.splitlines() if line.startswith(A)]
+        self.assertEqual(rows, [[A, '-', '0', '2'], [A, '-', 'pid:77', '4'],
+                                [A, '-', 'all', '6']])
+        self.assertIn('1 process(es) without a rank variable, shown by pid', r.stdout)
+
+    def test_forked_processes_sharing_one_log(self):
+        # RECAP_LOG without %p or %r: a parent and its forked child append
+        # to one file; each is its own row, by pid.
+        log = self.write('shared.jsonl', [start(10), start(11),
+                                          end(11, (A, 3, 1, 10.0, 2, 2.0)),
+                                          end(10, (A, 5, 1, 10.0, 4, 4.0))])
+        data = json.loads(recap('report', '--json', log).stdout)
+        self.assertEqual([(r['rank'], r['captures']) for r in data['by_rank']],
+                         [('pid:10', 5), ('pid:11', 3)])
+        self.assertEqual(data['sites'][0]['captures'], 8)
+        self.assertEqual([r['pids'] for r in data['ranks']], [[10], [11]])
+
+    def test_one_log_keeps_the_plain_table(self):
+        r = recap('report', self.three_ranks()[0])
+        self.assertEqual(r.stdout.splitlines()[0].split()[:3], ['SITE', 'LABEL', 'CAPTURES'])
+        self.assertIn('ranks 0 of world size 4 (from RANK)', r.stdout)
+
+
+class RealRanks(Base):
+    """Two processes of the scenario program on the stand-in driver under
+    librecap, one log each through RECAP_LOG=recap-%r.jsonl, then one report."""
+
+    def run_rank(self, env, iterations):
+        full = {k: v for k, v in os.environ.items()
+                if not k.startswith(('RECAP_', 'STANDIN_', 'SCENARIO_'))
+                and k not in ('LD_PRELOAD', 'RANK', 'WORLD_SIZE', 'OMPI_COMM_WORLD_RANK',
+                              'PMI_RANK', 'PMIX_RANK', 'SLURM_PROCID')}
+        prefix = os.environ.get('RECAP_TEST_PRELOAD_PREFIX', '')
+        full['LD_PRELOAD'] = (prefix + ' ' if prefix else '') + os.environ['RECAP_LIB']
+        full['RECAP_LOG'] = os.path.join(self.dir, 'recap-%r.jsonl')
+        full.update(env)
+        return subprocess.Popen([os.environ['SCENARIO_BIN'], 'params', str(iterations)],
+                                env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+
+    def finish(self, procs):
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+        return procs
+
+    def starts(self, path):
+        with open(path) as f:
+            return [e for e in map(json.loads, f) if e['event'] == 'start']
+
+    def test_two_ranks_one_table(self):
+        self.finish([self.run_rank({'RANK': '0', 'WORLD_SIZE': '2', 'LOCAL_RANK': '0'}, 12),
+                     self.run_rank({'RANK': '1', 'WORLD_SIZE': '2', 'LOCAL_RANK': '1'}, 20)])
+        logs = sorted(f for f in os.listdir(self.dir) if f.endswith('.jsonl'))
+        self.assertEqual(logs, ['recap-0.jsonl', 'recap-1.jsonl'])
+        for rank in (0, 1):
+            (s,) = self.starts(os.path.join(self.dir, f'recap-{rank}.jsonl'))
+            self.assertEqual((s['rank'], s['world_size'], s['rank_var']), (rank, 2, 'RANK'))
+            self.assertTrue(s['log'].endswith(f'recap-{rank}.jsonl'), s['log'])
+        paths = [os.path.join(self.dir, f) for f in logs]
+        r = recap('report', '--json', *paths)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        data = json.loads(r.stdout)
+        self.assertEqual(data['malformed_lines'], 0)
+        per_rank = {t['rank']: t for t in data['rank_totals']}
+        self.assertEqual(set(per_rank), {'0', '1'})
+        # Both ranks ran the same code: the same sites, each once per rank.
+        by_site = {}
+        for row in data['by_rank']:
+            by_site.setdefault(row['site'], {})[row['rank']] = row
+        self.assertTrue(by_site)
+        for site, ranks in by_site.items():
+            self.assertEqual(set(ranks), {'0', '1'}, site)
+            self.assertGreater(ranks['1']['captures'], ranks['0']['captures'], site)
+        self.assertGreaterEqual(per_rank['0']['captures'], 12)
+        self.assertEqual(per_rank['1']['captures'] - per_rank['0']['captures'], 8)
+        self.assertEqual(data['totals']['captures'],
+                         per_rank['0']['captures'] + per_rank['1']['captures'])
+        self.assertGreater(data['totals']['reused'], 0)
+        r = recap('report', *paths)
+        self.assertIn('ranks 0, 1 of world size 2 (from RANK)', r.stdout)
+        self.assertNotIn('no log from rank', r.stdout)
+        totals = [line.split()[:2] for line in r.stdout.splitlines() if line.startswith('total')]
+        self.assertEqual(totals, [['total', '0'], ['total', '1'], ['total', 'all']])
+
+    def test_launcher_variables_name_the_log(self):
+        procs = self.finish([self.run_rank({'OMPI_COMM_WORLD_RANK': '3',
+                                            'OMPI_COMM_WORLD_SIZE': '4'}, 3),
+                             self.run_rank({'PMI_RANK': '5', 'PMI_SIZE': '6'}, 3),
+                             self.run_rank({'PMIX_RANK': '7'}, 3),
+                             self.run_rank({'SLURM_PROCID': '9', 'SLURM_NTASKS': '10'}, 3),
+                             self.run_rank({}, 3)])
+        want = {'recap-3.jsonl': (3, 4, 'OMPI_COMM_WORLD_RANK'),
+                'recap-5.jsonl': (5, 6, 'PMI_RANK'), 'recap-7.jsonl': (7, None, 'PMIX_RANK'),
+                'recap-9.jsonl': (9, 10, 'SLURM_PROCID'),
+                f'recap-{procs[-1].pid}.jsonl': (None, None, None)}
+        self.assertEqual(sorted(os.listdir(self.dir)), sorted(want))
+        for name, (rank, size, var) in want.items():
+            (s,) = self.starts(os.path.join(self.dir, name))
+            self.assertEqual((s['rank'], s['world_size'], s['rank_var']), (rank, size, var))
+
+    def test_processes_without_rank_merge_by_pid(self):
+        procs = self.finish([self.run_rank({}, 4), self.run_rank({}, 6)])
+        paths = [os.path.join(self.dir, f'recap-{p.pid}.jsonl') for p in procs]
+        r = recap('report', '--json', *paths)
+        data = json.loads(r.stdout)
+        per_rank = {t['rank']: t['captures'] for t in data['rank_totals']}
+        self.assertEqual(set(per_rank), {f'pid:{p.pid}' for p in procs})
+        self.assertEqual(per_rank[f'pid:{procs[1].pid}'] - per_rank[f'pid:{procs[0].pid}'], 2)
 
 
 class Config(Base):

@@ -2,6 +2,7 @@
 """check_run.py - reads what one GPU test run under recap left behind.
 
   check_run.py log --log FILE --stderr FILE --min-captures N [--min-reuse F]
+                   [--max-update-failures K] [--rank R --world-size W]
       The recap log must be valid JSON Lines, its `capture` events must have a
       known `path`, and its `end` event must count at least N captures (recap
       writes routine events for a site's first 64 captures and then at powers
@@ -19,11 +20,16 @@
       every site whose recaptures changed at most DELTA_MAX_PERCENT of the
       nodes (recap's crossover; where more change, recap makes a whole
       update, and the summary says so).
+      With --max-update-failures, at most K executable updates
+      may have failed (the end event's update_failures). With --rank and
+      --world-size, the start event must name that rank and world size.
 
   check_run.py memory --plain-stderr FILE --recap-stderr FILE [--slack-mib M]
       Reads the "memory: after N iterations: B bytes in use" lines that
       memory_growth prints; under recap the growth from the first to the last
       line may exceed the plain run's growth by at most M MiB (default 8).
+      Lines ending in "(rank R)" (several processes writing one stderr) are
+      checked per rank.
 
   check_run.py sites --log FILE --script python_sites.py --binding B
                      [--selected-log FILE --selected-entry E] [--config-log FILE]
@@ -132,6 +138,16 @@ def check_log(args):
                         f"'recap: capture end site' lines, expected at least "
                         f"{args.min_captures} of each")
 
+    start = next((e for e in events if e["event"] == "start"), {})
+    if args.max_update_failures is not None and end is not None and \
+            totals.get("update_failures", 0) > args.max_update_failures:
+        failures.append(f"{totals.get('update_failures')} executable updates failed, expected "
+                        f"at most {args.max_update_failures}")
+    if args.rank is not None and (start.get("rank"), start.get("world_size")) != \
+            (args.rank, args.world_size):
+        failures.append(f"the start event names rank {start.get('rank')} of world size "
+                        f"{start.get('world_size')}, expected rank {args.rank} of "
+                        f"{args.world_size}")
     problems = [e for e in events if e["event"] in ("warning", "error")]
     summary = (f"log: {len(events)} events, driver {start.get('driver')}, mode {start.get('mode')}, "
                f"recapture_api {start.get('recapture_api')}; captures {totals.get('captures')} "
@@ -187,27 +203,42 @@ def check_recapture(args, start, end, failures):
             f"update)")
 
 
-MEMORY_LINE = re.compile(r"^memory: after (\d+) iterations: (\d+) bytes in use")
+MEMORY_LINE = re.compile(r"^memory: after (\d+) iterations: (\d+) bytes in use"
+                         r"(?: \(rank (\d+)\))?")
 
 
 def memory_points(path):
-    points = []
+    """{rank or None: [(iterations, bytes), ...]}"""
+    points = collections.defaultdict(list)
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = MEMORY_LINE.match(line)
             if m:
-                points.append((int(m.group(1)), int(m.group(2))))
+                rank = int(m.group(3)) if m.group(3) is not None else None
+                points[rank].append((int(m.group(1)), int(m.group(2))))
     return points
 
 
 def check_memory(args):
-    mib = 1 << 20
     try:
         plain = memory_points(args.plain_stderr)
         recap = memory_points(args.recap_stderr)
     except OSError as e:
         print(f"memory: cannot read: {e}")
         return 1
+    ranks = sorted(set(plain) | set(recap), key=lambda r: -1 if r is None else r)
+    if not ranks:
+        ranks = [None]
+    status = 0
+    for rank in ranks:
+        if rank is not None:
+            print(f"rank {rank}:")
+        status |= check_memory_points(args, plain.get(rank, []), recap.get(rank, []))
+    return status
+
+
+def check_memory_points(args, plain, recap):
+    mib = 1 << 20
     if len(plain) < 2 or len(recap) < 2:
         print(f"memory: expected two 'memory:' lines in each run, got {len(plain)} plain, "
               f"{len(recap)} under recap")
@@ -308,6 +339,9 @@ def main():
     p.add_argument("--min-reuse", type=float, default=0.9)
     p.add_argument("--recapture", choices=("auto", "require", "off"), default="auto")
     p.add_argument("--min-recapture", type=float, default=0.9)
+    p.add_argument("--max-update-failures", type=int)
+    p.add_argument("--rank", type=int)
+    p.add_argument("--world-size", type=int)
     p.set_defaults(run=check_log)
     p = sub.add_parser("memory")
     p.add_argument("--plain-stderr", required=True)

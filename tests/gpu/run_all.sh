@@ -33,7 +33,9 @@
 # A program that cannot run here (a Python package missing) exits 77 and is
 # reported SKIP. Environment knobs: NVCC, PYTHON, GPU_ARCH_FLAGS (default
 # sm_90 + compute_90 PTX), RUN_TIMEOUT (seconds per run, default 90),
-# TIME_BUDGET (seconds for everything, default 500), RECAP_LIB.
+# TIME_BUDGET (seconds for everything, default 500), RECAP_LIB, RUN_ONLY (a
+# space-separated list of case names: run only those, e.g.
+# RUN_ONLY="nccl_allreduce nccl_memory").
 set -u
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -169,6 +171,7 @@ build_bg runtime_shared "$NVCC" "${CUFLAGS[@]}" -cudart shared "$HERE/runtime_st
 build_bg driver_api build_driver_api
 build_bg overlap "$NVCC" "${CUFLAGS[@]}" "$HERE/overlap.cu" -o "$BIN/overlap"
 build_bg memory_growth "$NVCC" "${CUFLAGS[@]}" "$HERE/memory_growth.cu" -o "$BIN/memory_growth"
+build_bg two_devices "$NVCC" "${CUFLAGS[@]}" "$HERE/two_devices.cu" -o "$BIN/two_devices"
 for i in "${!BUILD_PIDS[@]}"; do
     if wait "${BUILD_PIDS[$i]}"; then
         BUILD_STATUS[${BUILD_NAMES[$i]}]=ok
@@ -191,6 +194,12 @@ report() { # verdict name detail
         SKIP) SKIPPED=$((SKIPPED + 1)) ;;
         *) FAILED=$((FAILED + 1)) ;;
     esac
+}
+
+selected() { # name: whether RUN_ONLY (when set) names this case
+    [ -z "${RUN_ONLY:-}" ] && return 0
+    case " $RUN_ONLY " in *" $1 "*) return 0 ;; esac
+    return 1
 }
 
 run_timeout() { # prints the per-run limit left within the budget, or nothing
@@ -221,6 +230,7 @@ run_case() {
     local name=$1 min_captures=$2 build_key=$3
     shift 4
     local dir=$LOGS/$name limit rc_plain rc_recap problems=()
+    selected "$name" || return 0
     mkdir -p "$dir"
     if [ "$build_key" != - ] && [ "${BUILD_STATUS[$build_key]}" != ok ]; then
         report FAIL "$name" "build failed, see logs/build-$build_key.txt:"
@@ -248,8 +258,11 @@ run_case() {
         report FAIL "$name" "not run under recap: time budget of ${TIME_BUDGET}s spent"
         return
     fi
+    # The NCCL programs name their log by rank, as a multi-rank run would.
+    local log_template=$dir/recap.jsonl log=$dir/recap.jsonl
+    case $name in nccl_*) log_template=$dir/recap-%r.jsonl log=$dir/recap-0.jsonl ;; esac
     timeout -k 5 "$limit" env -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG \
-        LD_PRELOAD="$LIB" RECAP_LOG="$dir/recap.jsonl" RECAP_VERBOSE=1 "$@" \
+        LD_PRELOAD="$LIB" RECAP_LOG="$log_template" RECAP_VERBOSE=1 "$@" \
         >"$dir/recap.out" 2>"$dir/recap.err"
     rc_recap=$?
     [ "$rc_recap" -eq 0 ] || problems+=("run under recap: $(exit_detail "$rc_recap")")
@@ -257,16 +270,50 @@ run_case() {
         diff "$dir/plain.out" "$dir/recap.out" >"$dir/stdout.diff" 2>&1
         problems+=("stdout differs from the plain run (logs/$name/stdout.diff)")
     fi
-    if ! "$PYTHON" "$HERE/check_run.py" log --log "$dir/recap.jsonl" --stderr "$dir/recap.err" \
-        --min-captures "$min_captures" >"$dir/check.txt" 2>&1; then
+    local -a log_checks=()
+    # Across devices an update would fail: none may have been tried.
+    case $name in
+    two_devices) log_checks=(--max-update-failures 0) ;;
+    nccl_*) log_checks=(--rank 0 --world-size 1) ;;
+    esac
+    if ! "$PYTHON" "$HERE/check_run.py" log --log "$log" --stderr "$dir/recap.err" \
+        --min-captures "$min_captures" ${log_checks[@]+"${log_checks[@]}"} >"$dir/check.txt" 2>&1; then
         problems+=("log check failed")
     fi
-    if [ "$name" = memory_growth ]; then
+    case $name in
+    memory_growth)
         if ! "$PYTHON" "$HERE/check_run.py" memory --plain-stderr "$dir/plain.err" \
             --recap-stderr "$dir/recap.err" >>"$dir/check.txt" 2>&1; then
             problems+=("memory grew under recap")
         fi
-    fi
+        ;;
+    nccl_*)
+        grep -q 'rank 0: process group destroyed' "$dir/recap.err" ||
+            problems+=("dist.destroy_process_group() did not return")
+        # recap's NCCL teardown hook (shim/nccl_hooks.c) must have been
+        # reached: with NCCL linked into torch statically it would not be,
+        # and two ranks would wait forever at the teardown.
+        grep -q '"event":"comm_teardown".*"forwarded":true' "$log" ||
+            problems+=("no comm_teardown event: recap's NCCL hooks were not called")
+        grep '"event":"comm_teardown"' "$log" >>"$dir/check.txt"
+        "$PYTHON" "$REPO/scripts/recap" report "$dir"/recap-*.jsonl >"$dir/report.txt" 2>&1
+        sed 's/^/  /' "$dir/report.txt" >>"$dir/check.txt"
+        ;;&
+    nccl_memory)
+        if ! "$PYTHON" "$HERE/check_run.py" memory --plain-stderr "$dir/plain.err" \
+            --recap-stderr "$dir/recap.err" >>"$dir/check.txt" 2>&1; then
+            problems+=("memory grew under recap")
+        fi
+        ;;
+    two_devices)
+        # Each device's executable graphs served only that device.
+        if ! grep -q '^exec handles: device 0: .* 0 shared' "$dir/recap.err" ||
+            ! grep -q '^exec handles: device 1: .* 0 shared' "$dir/recap.err"; then
+            problems+=("an executable graph was handed to both devices")
+        fi
+        grep '^exec handles' "$dir/recap.err" >>"$dir/check.txt"
+        ;;
+    esac
     if [ "${#problems[@]}" -eq 0 ]; then
         report PASS "$name" "$(tail -n 1 "$dir/recap.out")"
     else
@@ -306,6 +353,95 @@ run_conformance() {
 }
 
 run_conformance
+
+gpu_count() {
+    "$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null ||
+        nvidia-smi -L 2>/dev/null | grep -c '^GPU'
+}
+
+# run_torchrun_case NAME MIN_CAPTURES -- ARGS...: the NCCL program under
+#   `torchrun --standalone --nproc-per-node 2`, plain and under recap with one
+#   log per rank (RECAP_LOG=.../recap-%r.jsonl); each rank's log is checked,
+#   then `recap report` over both must name ranks 0 and 1 of world size 2.
+#   SKIP (not a failure) with fewer than two GPUs.
+run_torchrun_case() {
+    local name=$1 min_captures=$2
+    shift 3
+    local dir=$LOGS/$name limit rc_plain rc_recap problems=() gpus
+    selected "$name" || return 0
+    mkdir -p "$dir"
+    gpus=$(gpu_count)
+    if [ "${gpus:-0}" -lt 2 ]; then
+        report SKIP "$name" "needs 2 GPUs, found ${gpus:-0}: torchrun --nproc-per-node 2 not run"
+        return
+    fi
+    local -a cmd=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node 2
+        "$HERE/nccl_allreduce.py" "$@")
+    printf '%s\n' "${cmd[*]}" >"$dir/command.txt"
+    if ! limit=$(run_timeout); then
+        report FAIL "$name" "not run: time budget of ${TIME_BUDGET}s spent"
+        return
+    fi
+    timeout -k 5 "$limit" env -u LD_PRELOAD -u RECAP_LOG -u RECAP_VERBOSE "${cmd[@]}" \
+        >"$dir/plain.out" 2>"$dir/plain.err"
+    rc_plain=$?
+    if [ "$rc_plain" -eq 77 ] || grep -q '^SKIP' "$dir/plain.out"; then
+        report SKIP "$name" "$(grep -m1 '^SKIP' "$dir/plain.out" || echo 'exit 77')"
+        return
+    fi
+    if [ "$rc_plain" -ne 0 ]; then
+        report FAIL "$name" "plain run (without recap): $(exit_detail "$rc_plain"); stderr:"
+        tail -n 10 "$dir/plain.err" | sed 's/^/      /' | tee -a "$SUMMARY"
+        return
+    fi
+    if ! limit=$(run_timeout); then
+        report FAIL "$name" "not run under recap: time budget of ${TIME_BUDGET}s spent"
+        return
+    fi
+    timeout -k 5 "$limit" env -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG \
+        LD_PRELOAD="$LIB" RECAP_LOG="$dir/recap-%r.jsonl" RECAP_VERBOSE=1 "${cmd[@]}" \
+        >"$dir/recap.out" 2>"$dir/recap.err"
+    rc_recap=$?
+    [ "$rc_recap" -eq 0 ] || problems+=("run under recap: $(exit_detail "$rc_recap")")
+    grep -q 'rank 0: process group destroyed' "$dir/recap.err" &&
+        grep -q 'rank 1: process group destroyed' "$dir/recap.err" ||
+        problems+=("a rank did not get past dist.destroy_process_group()")
+    if ! same_bytes "$dir/plain.out" "$dir/recap.out"; then
+        diff "$dir/plain.out" "$dir/recap.out" >"$dir/stdout.diff" 2>&1
+        problems+=("stdout differs from the plain run (logs/$name/stdout.diff)")
+    fi
+    : >"$dir/check.txt"
+    for rank in 0 1; do
+        if ! "$PYTHON" "$HERE/check_run.py" log --log "$dir/recap-$rank.jsonl" \
+            --stderr "$dir/recap.err" --min-captures "$min_captures" \
+            --rank "$rank" --world-size 2 >>"$dir/check.txt" 2>&1; then
+            problems+=("log check of rank $rank failed")
+        fi
+    done
+    for rank in 0 1; do
+        grep -q '"event":"comm_teardown".*"forwarded":true' "$dir/recap-$rank.jsonl" ||
+            problems+=("rank $rank: no comm_teardown event: recap's NCCL hooks were not called")
+    done
+    if [ "$name" = nccl_torchrun_memory ] &&
+        ! "$PYTHON" "$HERE/check_run.py" memory --plain-stderr "$dir/plain.err" \
+            --recap-stderr "$dir/recap.err" >>"$dir/check.txt" 2>&1; then
+        problems+=("memory grew under recap")
+    fi
+    "$PYTHON" "$REPO/scripts/recap" report "$dir"/recap-[0-9]*.jsonl >"$dir/report.txt" 2>&1
+    grep -q '^ranks 0, 1 of world size 2 (from RANK)' "$dir/report.txt" ||
+        problems+=("recap report over the rank logs does not name ranks 0, 1 of 2")
+    if [ "${#problems[@]}" -eq 0 ]; then
+        report PASS "$name" "$(tail -n 1 "$dir/recap.out")"
+    else
+        local joined
+        joined=$(printf '%s; ' "${problems[@]}")
+        report FAIL "$name" "${joined%; }"
+        [ "$rc_recap" -ne 0 ] && tail -n 10 "$dir/recap.err" |
+            grep -v '^recap: capture\|^recap: instantiate' | sed 's/^/      /' | tee -a "$SUMMARY"
+    fi
+    sed 's/^/      /' "$dir/check.txt" "$dir/report.txt" | tee -a "$SUMMARY"
+}
+
 run_case runtime_static 200 runtime_static -- "$BIN/runtime_static"
 run_case runtime_shared 200 runtime_shared -- "$BIN/runtime_shared"
 run_case driver_api 200 driver_api -- "$BIN/driver_api"
@@ -314,6 +450,16 @@ run_case memory_growth 10100 memory_growth -- "$BIN/memory_growth"
 run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
+# NCCL in a graph re-captured every iteration, one rank (world size 1).
+NCCL_ONE_RANK=(env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1)
+run_case nccl_allreduce 200 - -- "${NCCL_ONE_RANK[@]}" "$PYTHON" "$HERE/nccl_allreduce.py" \
+    --iterations 200
+run_case nccl_memory 10100 - -- "${NCCL_ONE_RANK[@]}" "$PYTHON" "$HERE/nccl_allreduce.py" \
+    --memory-check
+# Two GPUs: SKIP on a machine with one.
+run_case two_devices 400 two_devices -- "$BIN/two_devices"
+run_torchrun_case nccl_torchrun 200 -- --iterations 200
+run_torchrun_case nccl_torchrun_memory 10100 -- --memory-check
 
 # Capture sites named by Python lines and NVTX ranges (python_sites.sh runs
 # torch, cupy and cuda_core several times each and checks the labels).

@@ -127,6 +127,39 @@ Test(interpose, rtld_next_from_another_library_finds_the_next_definition)
     free(err);
 }
 
+/* NCCL's communicator teardown waits until no graph holds a plan of it;
+ * recap's kept executable graphs must let go first (shim/nccl_hooks.c). */
+Test(interpose, nccl_teardown_finds_no_plan_held_by_kept_graphs)
+{
+    char *dir = run_temp_dir();
+    const char *log = run_path(dir, "nccl.jsonl");
+    struct run_spec spec = { .argv = { run_env_path("NCCLPROG_BIN"), "8" } };
+    run_setenv(&spec, "STANDIN_DRIVER_VERSION", "13000");
+    struct run_result plain, recap;
+    cr_assert_eq(run_program(&spec, &plain), 0);
+    cr_expect_eq(plain.status, 0, "%s%s", plain.out, plain.err);
+    spec.with_recap = 1;
+    run_setenv(&spec, "RECAP_LOG", "%s", log);
+    cr_assert_eq(run_program(&spec, &recap), 0);
+    cr_expect_eq(recap.status, 0, "%s%s", recap.out, recap.err);
+    cr_expect_str_eq(recap.out, plain.out);
+    cr_expect_neq(strstr(recap.out, "ncclCommFinalize: 0 plan(s) still held by graphs"), NULL,
+                  "%s", recap.out);
+    /* recap did keep the executable graph (reused 7 times), so it held a
+     * plan until the teardown released it. */
+    cr_expect_eq(run_log_total(log, "update"), 7);
+    const char *held = strstr(recap.err, "plans held before teardown: ");
+    cr_assert_not_null(held, "%s", recap.err);
+    cr_expect_gt(atoi(held + strlen("plans held before teardown: ")), 0, "%s", recap.err);
+    cr_expect_eq(run_count_lines(log, "\"event\":\"comm_teardown\"", "ncclCommFinalize",
+                                 "\"released\":", "\"forwarded\":true", NULL), 1);
+    cr_expect_eq(run_count_lines(log, "\"event\":\"comm_teardown\"", "ncclCommDestroy",
+                                 "\"released\":0", NULL), 1);
+    run_result_free(&plain);
+    run_result_free(&recap);
+    run_cleanup_dir(dir);
+}
+
 /* Documented behaviour: a library loaded with RTLD_DEEPBIND binds its
  * driver calls inside its own dependencies, so recap neither sees nor
  * changes them; its results are unaffected. */

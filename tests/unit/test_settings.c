@@ -401,6 +401,12 @@ static const struct path_case path_cases[] = {
     { "r%r.log", { "RANK=../x", "PMI_RANK=7" }, 42, 256, "r7.log" },
     { "r%r.log", { "RANK=" }, 42, 256, "r42.log" },
     { "r%r.log", { NULL }, 42, 256, "r42.log" },
+    { "r%r.log", { "PMIX_RANK=4", "SLURM_PROCID=9" }, 42, 256, "r4.log" },
+    { "r%r.log", { "SLURM_PROCID=9", "PMIX_RANK=4", "OMPI_COMM_WORLD_RANK=2", "RANK=1" }, 42,
+      256, "r1.log" },
+    { "r%r.log", { "RANKS=8", "XRANK=8", "LOCAL_RANK=3" }, 42, 256, "r42.log" },
+    { "r%r.log", { "RANK=-1", "PMI_RANK=1234567890123" }, 42, 256, "r42.log" },
+    { "r%r-%p.log", { "RANK=007" }, 42, 256, "r7-42.log" },
     { "100%%", { NULL }, 1, 256, "100%" },
     { "plain", { NULL }, 1, 6, "plain" },
     { "plain!", { NULL }, 1, 6, NULL, "found a log path longer than 5 bytes once expanded" },
@@ -472,4 +478,87 @@ Test(settings, cache_budget_from_the_file_or_a_capped_share)
         settings_free(s);
         free(s);
     }
+}
+
+/* ---- rank and world size ------------------------------------------------- */
+
+struct rank_case {
+    const char *env[MAX_ENV];
+    long rank, world_size;
+    const char *rank_var, *size_var;    /* NULL: none expected */
+};
+
+static const struct rank_case rank_cases[] = {
+    /* torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, ... */
+    { { "LOCAL_RANK=1", "RANK=3", "WORLD_SIZE=4", "GROUP_RANK=1", "LOCAL_WORLD_SIZE=2" },
+      3, 4, "RANK", "WORLD_SIZE" },
+    { { "OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_LOCAL_RANK=1" },
+      5, 8, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+    { { "PMI_RANK=2", "PMI_SIZE=3" }, 2, 3, "PMI_RANK", "PMI_SIZE" },
+    { { "PMIX_RANK=6", "PMI_SIZE=16" }, 6, -1, "PMIX_RANK", NULL },
+    { { "SLURM_PROCID=7", "SLURM_NTASKS=9", "SLURM_NPROCS=10" }, 7, 9, "SLURM_PROCID",
+      "SLURM_NTASKS" },
+    { { "SLURM_PROCID=7", "SLURM_NPROCS=10" }, 7, 10, "SLURM_PROCID", "SLURM_NPROCS" },
+    /* torchrun inside a Slurm step: RANK wins, its size with it. */
+    { { "SLURM_PROCID=0", "SLURM_NTASKS=1", "RANK=1", "WORLD_SIZE=2" }, 1, 2, "RANK",
+      "WORLD_SIZE" },
+    /* A size that is not a positive number is unknown; the rank still counts. */
+    { { "RANK=0", "WORLD_SIZE=zero" }, 0, -1, "RANK", NULL },
+    { { "RANK=0", "WORLD_SIZE=0" }, 0, -1, "RANK", NULL },
+    /* A rank that is not a plain number is skipped for the next launcher's. */
+    { { "RANK=first", "WORLD_SIZE=2", "PMI_RANK=1", "PMI_SIZE=2" }, 1, 2, "PMI_RANK",
+      "PMI_SIZE" },
+    { { "WORLD_SIZE=2" }, -1, -1, NULL, NULL },
+    { { NULL }, -1, -1, NULL, NULL },
+};
+
+static int same_name(const char *got, const char *want)
+{
+    return got == want || (got && want && strcmp(got, want) == 0);
+}
+
+Test(settings, rank_and_world_size)
+{
+    for (size_t i = 0; i < sizeof rank_cases / sizeof rank_cases[0]; i++) {
+        const struct rank_case *c = &rank_cases[i];
+        char *envp[MAX_ENV + 1];
+        int n = 0;
+        for (; c->env[n]; n++)
+            envp[n] = (char *)c->env[n];
+        envp[n] = NULL;
+        struct settings_rank r;
+        settings_rank_find(envp, &r);
+        cr_expect_eq(r.rank, c->rank, "case %zu: rank %ld, want %ld", i, r.rank, c->rank);
+        cr_expect_eq(r.world_size, c->world_size, "case %zu: world size %ld, want %ld", i,
+                     r.world_size, c->world_size);
+        cr_expect(same_name(r.rank_var, c->rank_var), "case %zu: rank from %s", i,
+                  r.rank_var ? r.rank_var : "(none)");
+        cr_expect(same_name(r.size_var, c->size_var), "case %zu: size from %s", i,
+                  r.size_var ? r.size_var : "(none)");
+    }
+}
+
+/* settings_load keeps the rank for the start event, whatever else is set;
+ * every rank variable it can read is in the list jlog copies. */
+Test(settings, load_records_rank)
+{
+    char *envp[] = { "RECAP_MODE=update", "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4",
+                     NULL };
+    struct recap_settings *s = calloc(1, sizeof *s);
+    cr_assert_not_null(s);
+    settings_load(s, envp, -1);
+    cr_expect_eq(s->rank.rank, 3);
+    cr_expect_eq(s->rank.world_size, 4);
+    cr_expect_str_eq(s->rank.rank_var, "OMPI_COMM_WORLD_RANK");
+    settings_free(s);
+    free(s);
+
+    const char *want[] = { "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                           "SLURM_PROCID" };
+    size_t i = 0;
+    for (; settings_rank_var(i) != NULL; i++) {
+        cr_assert_lt(i, sizeof want / sizeof want[0], "more rank variables than expected");
+        cr_expect_str_eq(settings_rank_var(i), want[i]);
+    }
+    cr_expect_eq(i, sizeof want / sizeof want[0]);
 }
