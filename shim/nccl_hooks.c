@@ -19,6 +19,8 @@
  * for a communicator it does not know.
  */
 #include <dlfcn.h>
+#include <link.h>
+#include <stddef.h>
 
 #include "shim/cache.h"
 #include "shim/events.h"
@@ -30,16 +32,54 @@
 
 typedef int (*nccl_hook_comm_fn)(void *comm);
 
-/* The definition after librecap's, looked up once per name. */
+struct nccl_hook_search {
+    const char *name;
+    const void *self_base;         /* librecap's load address */
+    void *found;
+};
+
+/* One loaded object: its own definition of the name (or one of its
+ * dependencies'), unless that is librecap's. */
+static int nccl_hook_search_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct nccl_hook_search *s = arg;
+    (void)size;
+    if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
+        return 0;
+    void *handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == NULL)
+        return 0;
+    void *fn = libc_dlsym_fn(handle, s->name);
+    dlclose(handle);
+    Dl_info where;
+    if (fn == NULL || dladdr(fn, &where) == 0 || where.dli_fbase == s->self_base)
+        return 0;
+    s->found = fn;
+    return 1;
+}
+
+/* NCCL's definition, looked up once per name. RTLD_NEXT finds it when NCCL
+ * is in the global scope; a library that Python loaded (PyTorch's NCCL)
+ * sits in the local scope of its dlopen, where only a search of the loaded
+ * objects' own scopes finds it. */
 static nccl_hook_comm_fn nccl_hook_next(nccl_hook_comm_fn *cached, const char *name)
 {
     nccl_hook_comm_fn fn = __atomic_load_n(cached, __ATOMIC_ACQUIRE);
-    if (fn == NULL && libc_dl_resolve() == 0) {
-        /* glibc resolves RTLD_NEXT from its caller's address: this file's
-         * code in librecap, so the answer is the next object's definition. */
-        fn = (nccl_hook_comm_fn)libc_dlsym_fn(RTLD_NEXT, name);
-        __atomic_store_n(cached, fn, __ATOMIC_RELEASE);
+    if (fn != NULL || libc_dl_resolve() != 0)
+        return fn;
+    /* glibc resolves RTLD_NEXT from its caller's address: this file's code
+     * in librecap, so the answer is the next object's definition. */
+    fn = (nccl_hook_comm_fn)libc_dlsym_fn(RTLD_NEXT, name);
+    if (fn == NULL) {
+        Dl_info self;
+        struct nccl_hook_search search = { name, NULL, NULL };
+        if (dladdr((const void *)nccl_hook_search_object, &self) != 0) {
+            search.self_base = self.dli_fbase;
+            dl_iterate_phdr(nccl_hook_search_object, &search);
+        }
+        fn = (nccl_hook_comm_fn)search.found;
     }
+    __atomic_store_n(cached, fn, __ATOMIC_RELEASE);
     return fn;
 }
 

@@ -74,79 +74,119 @@ enum {
 
 /* ---- the per-thread stack ------------------------------------------------ */
 
-static __thread int nvtx_depth;
-static __thread char nvtx_names[NVTX_RANGES_DEPTH_MAX][NVTX_RANGES_NAME_MAX];
+/* A range open on this thread: its domain (NULL for the default one) and
+ * name. A range that carries an extension payload (NVTX_PAYLOAD_TYPE_EXT:
+ * libraries such as NCCL describe their calls that way) is kept hidden: it
+ * balances its domain's pop but never names a site. A pop closes the
+ * innermost open range of its own domain, so a library's ranges cannot
+ * close the program's. */
+struct nvtx_open_range {
+    const void *domain;
+    int hidden;
+    char name[NVTX_RANGES_NAME_MAX];
+};
+
+#define NVTX_PAYLOAD_TYPE_EXT ((int32_t)0xDFBD0009)
+
+static __thread int nvtx_depth;               /* entries in nvtx_open */
+static __thread int nvtx_overflow;            /* pushes past NVTX_RANGES_DEPTH_MAX */
+static __thread struct nvtx_open_range nvtx_open[NVTX_RANGES_DEPTH_MAX];
 
 static char nvtx_note[PATH_MAX + 160];
 static int nvtx_note_pending;
 
-static int nvtx_push_narrow(const char *name)
+static int nvtx_push_named(const void *domain, int hidden, const char *name)
 {
-    int level = nvtx_depth;
-    if (level < NVTX_RANGES_DEPTH_MAX) {
-        char *slot = nvtx_names[level];
-        size_t n = 0;
-        if (name != NULL)
-            while (n < NVTX_RANGES_NAME_MAX - 1 && name[n] != '\0') {
-                unsigned char c = (unsigned char)name[n];
-                slot[n] = c < 0x20 || c == 0x7f ? '?' : (char)c;
-                n++;
-            }
-        slot[n] = '\0';
+    int level = nvtx_depth + nvtx_overflow;
+    if (nvtx_depth == NVTX_RANGES_DEPTH_MAX) {
+        nvtx_overflow++;
+        return level;
     }
-    nvtx_depth = level + 1;
+    struct nvtx_open_range *r = &nvtx_open[nvtx_depth];
+    r->domain = domain;
+    r->hidden = hidden;
+    size_t n = 0;
+    if (name != NULL)
+        while (n < NVTX_RANGES_NAME_MAX - 1 && name[n] != '\0') {
+            unsigned char c = (unsigned char)name[n];
+            r->name[n] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+            n++;
+        }
+    r->name[n] = '\0';
+    nvtx_depth++;
     return level;
 }
 
+static int nvtx_push_narrow(const char *name)
+{
+    return nvtx_push_named(NULL, 0, name);
+}
+
 /* Wide names keep their ASCII characters; anything else reads as '?'. */
+static void nvtx_narrow_copy(const wchar_t *name, char narrow[NVTX_RANGES_NAME_MAX])
+{
+    size_t n = 0;
+    if (name != NULL)
+        for (; n < NVTX_RANGES_NAME_MAX - 1 && name[n] != 0; n++)
+            narrow[n] = name[n] >= 0x20 && name[n] < 0x7f ? (char)name[n] : '?';
+    narrow[n] = '\0';
+}
+
 static int nvtx_push_wide(const wchar_t *name)
 {
     char narrow[NVTX_RANGES_NAME_MAX];
-    size_t n = 0;
-    if (name != NULL)
-        for (; n < sizeof narrow - 1 && name[n] != 0; n++)
-            narrow[n] = name[n] >= 0x20 && name[n] < 0x7f ? (char)name[n] : '?';
-    narrow[n] = '\0';
+    nvtx_narrow_copy(name, narrow);
     return nvtx_push_narrow(narrow);
 }
 
-static int nvtx_push_attributes(const struct nvtx_event_attributes *a)
+static int nvtx_push_attributes(const void *domain, const struct nvtx_event_attributes *a)
 {
     if (a == NULL || a->size < sizeof *a)
-        return nvtx_push_narrow("");
+        return nvtx_push_named(domain, 0, "");
+    int hidden = a->payload_type == NVTX_PAYLOAD_TYPE_EXT;
+    char narrow[NVTX_RANGES_NAME_MAX];
     switch (a->message_type) {
     case NVTX_MESSAGE_TYPE_ASCII:
     case NVTX_MESSAGE_TYPE_REGISTERED:           /* our handles are the strings */
-        return nvtx_push_narrow(a->message);
+        return nvtx_push_named(domain, hidden, a->message);
     case NVTX_MESSAGE_TYPE_UNICODE:
-        return nvtx_push_wide(a->message);
+        nvtx_narrow_copy(a->message, narrow);
+        return nvtx_push_named(domain, hidden, narrow);
     default:
-        return nvtx_push_narrow("");
+        return nvtx_push_named(domain, hidden, "");
     }
 }
 
-static int nvtx_pop(void)
+static int nvtx_pop_domain(const void *domain)
 {
-    if (nvtx_depth == 0)
-        return -1;                                /* a pop without a push */
-    return --nvtx_depth;
+    if (nvtx_overflow > 0)
+        return nvtx_depth + --nvtx_overflow;
+    for (int i = nvtx_depth - 1; i >= 0; i--) {
+        if (nvtx_open[i].domain != domain)
+            continue;
+        memmove(&nvtx_open[i], &nvtx_open[i + 1],
+                (size_t)(nvtx_depth - 1 - i) * sizeof nvtx_open[0]);
+        return --nvtx_depth;
+    }
+    return -1;                                    /* a pop without a push */
 }
 
 static int nvtx_range_push_a(const char *message) { return nvtx_push_narrow(message); }
 static int nvtx_range_push_w(const wchar_t *message) { return nvtx_push_wide(message); }
-static int nvtx_range_push_ex(const struct nvtx_event_attributes *a) { return nvtx_push_attributes(a); }
-static int nvtx_range_pop(void) { return nvtx_pop(); }
+static int nvtx_range_push_ex(const struct nvtx_event_attributes *a)
+{
+    return nvtx_push_attributes(NULL, a);
+}
+static int nvtx_range_pop(void) { return nvtx_pop_domain(NULL); }
 
 static int nvtx_domain_range_push_ex(void *domain, const struct nvtx_event_attributes *a)
 {
-    (void)domain;
-    return nvtx_push_attributes(a);
+    return nvtx_push_attributes(domain, a);
 }
 
 static int nvtx_domain_range_pop(void *domain)
 {
-    (void)domain;
-    return nvtx_pop();
+    return nvtx_pop_domain(domain);
 }
 
 /* A registered string's handle is a copy of the string, kept for the
@@ -174,12 +214,10 @@ static void *nvtx_register_string_w(void *domain, const wchar_t *text)
 
 const char *nvtx_ranges_innermost(void)
 {
-    int depth = nvtx_depth;
-    if (depth <= 0)
-        return NULL;
-    if (depth > NVTX_RANGES_DEPTH_MAX)
-        depth = NVTX_RANGES_DEPTH_MAX;
-    return nvtx_names[depth - 1];
+    for (int i = nvtx_depth - 1; i >= 0; i--)
+        if (!nvtx_open[i].hidden)
+            return nvtx_open[i].name;
+    return NULL;
 }
 
 /* ---- the injection --------------------------------------------------------- */
