@@ -67,6 +67,9 @@ enum {
     NVTX_CBID_CORE2_DomainRangePop = 5,
     NVTX_CBID_CORE2_DomainRegisterStringA = 10,
     NVTX_CBID_CORE2_DomainRegisterStringW = 11,
+    NVTX_CBID_CORE2_DomainCreateA = 12,
+    NVTX_CBID_CORE2_DomainCreateW = 13,
+    NVTX_CBID_CORE2_DomainDestroy = 14,
     NVTX_MESSAGE_TYPE_ASCII = 1,
     NVTX_MESSAGE_TYPE_UNICODE = 2,
     NVTX_MESSAGE_TYPE_REGISTERED = 3,
@@ -139,8 +142,20 @@ static int nvtx_push_wide(const wchar_t *name)
     return nvtx_push_narrow(narrow);
 }
 
+/* A domain handle is a copy of the domain's name (nvtx_domain_create_*).
+ * NCCL's domain describes NCCL's own calls, not the program's phases, and
+ * on PyTorch one of its ranges ("ncclCommInitRankConfig") was seen left
+ * open on the capturing thread across every capture: its ranges are not
+ * followed at all. */
+static int nvtx_domain_ignored(const void *domain)
+{
+    return domain != NULL && strcmp(domain, "NCCL") == 0;
+}
+
 static int nvtx_push_attributes(const void *domain, const struct nvtx_event_attributes *a)
 {
+    if (nvtx_domain_ignored(domain))
+        return 0;
     if (a == NULL || a->size < sizeof *a)
         return nvtx_push_named(domain, 0, "");
     int hidden = a->payload_type == NVTX_PAYLOAD_TYPE_EXT;
@@ -159,6 +174,8 @@ static int nvtx_push_attributes(const void *domain, const struct nvtx_event_attr
 
 static int nvtx_pop_domain(const void *domain)
 {
+    if (nvtx_domain_ignored(domain))
+        return 0;
     if (nvtx_overflow > 0)
         return nvtx_depth + --nvtx_overflow;
     for (int i = nvtx_depth - 1; i >= 0; i--) {
@@ -195,6 +212,23 @@ static void *nvtx_register_string_a(void *domain, const char *text)
 {
     (void)domain;
     return text ? strdup(text) : NULL;
+}
+
+static void *nvtx_domain_create_a(const char *name)
+{
+    return strdup(name != NULL ? name : "");
+}
+
+static void *nvtx_domain_create_w(const wchar_t *name)
+{
+    char narrow[NVTX_RANGES_NAME_MAX];
+    nvtx_narrow_copy(name, narrow);
+    return strdup(narrow);
+}
+
+static void nvtx_domain_destroy(void *domain)
+{
+    free(domain);
 }
 
 static void *nvtx_register_string_w(void *domain, const wchar_t *text)
@@ -254,6 +288,9 @@ int InitializeInjectionNvtx2(nvtx_get_export_table_fn get_export_table)
         nvtx_set(table, size, NVTX_CBID_CORE2_DomainRangePop, (nvtx_fn)nvtx_domain_range_pop);
         nvtx_set(table, size, NVTX_CBID_CORE2_DomainRegisterStringA, (nvtx_fn)nvtx_register_string_a);
         nvtx_set(table, size, NVTX_CBID_CORE2_DomainRegisterStringW, (nvtx_fn)nvtx_register_string_w);
+        nvtx_set(table, size, NVTX_CBID_CORE2_DomainCreateA, (nvtx_fn)nvtx_domain_create_a);
+        nvtx_set(table, size, NVTX_CBID_CORE2_DomainCreateW, (nvtx_fn)nvtx_domain_create_w);
+        nvtx_set(table, size, NVTX_CBID_CORE2_DomainDestroy, (nvtx_fn)nvtx_domain_destroy);
     }
     return 1;
 }
