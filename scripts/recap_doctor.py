@@ -251,13 +251,21 @@ def settings_table(env):
 
 # ---- runs under recap ------------------------------------------------------------
 
+# A path to librecap that LD_PRELOAD can carry: `recap doctor` sets it to
+# the one `recap run` uses (a private link when the path holds a space or
+# a colon, which the loader would split).
+preloadable = lambda lib: lib  # noqa: E731
+
+
 def preload_env(env, lib):
     """LD_PRELOAD with librecap.so first, after any sanitizer runtime that
     must itself come first."""
-    parts = [p for p in re.split(r'[: ]', env.get('LD_PRELOAD', '')) if p and p != lib]
+    link = preloadable(lib)
+    parts = [p for p in re.split(r'[ :\t\n]', env.get('LD_PRELOAD', ''))
+             if p and p not in (lib, link)]
     sanitizers = [p for p in parts if re.match(r'lib[a-z]*san\b', os.path.basename(p))]
     others = [p for p in parts if p not in sanitizers]
-    return ':'.join(sanitizers + [lib] + others)
+    return ':'.join(sanitizers + [link] + others)
 
 
 def read_log_events(pattern_dir):
@@ -342,9 +350,10 @@ def static_paths(prog, exports):
     return lines
 
 
-LD_OBJECT = re.compile(r'^\s*\d+:\s+object=(\S+) \[\d+\]')
+# Paths may hold spaces: the loader prints them as they are.
+LD_OBJECT = re.compile(r'^\s*\d+:\s+object=(.+?) \[\d+\]')
 LD_SCOPE0 = re.compile(r'^\s*\d+:\s+scope 0: (.*)$')
-LD_BIND = re.compile(r"binding file (\S+) \[\d+\] to (\S+) \[\d+\]: normal symbol `(cu\w+)'")
+LD_BIND = re.compile(r"binding file (.+?) \[\d+\] to (.+?) \[\d+\]: normal symbol `(cu\w+)'")
 
 
 def trace_paths(work, exports, lib):
@@ -364,8 +373,8 @@ def trace_paths(work, exports, lib):
                     continue
                 m = LD_SCOPE0.match(line)
                 if m and obj:
-                    first = m.group(1).split()[0]
-                    if first == obj and obj != main:
+                    scope = m.group(1)
+                    if (scope == obj or scope.startswith(obj + ' ')) and obj != main:
                         deep.add(obj)
                     continue
                 m = LD_BIND.search(line)

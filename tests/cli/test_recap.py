@@ -16,7 +16,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'support'))
-from preload import preloadable  # noqa: E402
+from preload import preload_value, preloadable  # noqa: E402
 
 SCRIPT = os.environ['RECAP_SCRIPT']
 FAKE_LIB = os.environ['RECAP_FAKE_LIB']
@@ -476,8 +476,8 @@ class RealRanks(Base):
                 if not k.startswith(('RECAP_', 'STANDIN_', 'SCENARIO_'))
                 and k not in ('LD_PRELOAD', 'RANK', 'WORLD_SIZE', 'OMPI_COMM_WORLD_RANK',
                               'PMI_RANK', 'PMIX_RANK', 'SLURM_PROCID')}
-        prefix = os.environ.get('RECAP_TEST_PRELOAD_PREFIX', '')
-        full['LD_PRELOAD'] = (prefix + ' ' if prefix else '') + os.environ['RECAP_LIB']
+        full['LD_PRELOAD'] = preload_value(os.environ.get('RECAP_TEST_PRELOAD_PREFIX'),
+                                           os.environ['RECAP_LIB'])
         full['RECAP_LOG'] = os.path.join(self.dir, 'recap-%r.jsonl')
         full.update(env)
         return subprocess.Popen([os.environ['SCENARIO_BIN'], 'params', str(iterations)],

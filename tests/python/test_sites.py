@@ -22,6 +22,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'support'))
+from preload import preload_value  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(os.environ['CTYPES_SITES']))
 SCRIPT = os.path.basename(os.environ['CTYPES_SITES'])
 LIBCUDA = os.environ['LIBCUDA']
@@ -58,8 +61,8 @@ def preload_env(extra=None, log=None):
     env.pop('RECAP_SITES', None)
     env.pop('RECAP_CONFIG', None)
     env.pop('NVTX_INJECTION64_PATH', None)
-    prefix = os.environ.get('RECAP_TEST_PRELOAD_PREFIX')
-    env['LD_PRELOAD'] = (prefix + ':' if prefix else '') + os.environ['RECAP_LIB']
+    env['LD_PRELOAD'] = preload_value(os.environ.get('RECAP_TEST_PRELOAD_PREFIX'),
+                                      os.environ['RECAP_LIB'])
     # The interpreter itself is not instrumented: its own leaks are not ours.
     env['ASAN_OPTIONS'] = 'detect_leaks=0'
     if log:
