@@ -16,6 +16,7 @@
  * the code object's immutable line table). Everything else is read from
  * memory: the thread's frames cannot change while it is inside recap.
  */
+#include "policy/hash.h"
 #include "policy/pyframes.h"
 
 #include <pthread.h>
@@ -386,22 +387,6 @@ static int py_memo_match(const struct py_memo_entry *e, const void *frame, int d
 
 /* ---- hashing ------------------------------------------------------------------ */
 
-static uint64_t py_fnv(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static uint64_t py_mix(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 /* The file's base name: how the script was started (python x.py, python
  * /abs/x.py, from another directory) must not change the site. */
@@ -412,9 +397,9 @@ static uint64_t py_frame_hash(const struct pyframe *f)
     unsigned char line[4];
     for (int i = 0; i < 4; i++)
         line[i] = (unsigned char)((unsigned)f->line >> (8 * i));
-    uint64_t h = py_fnv(0xcbf29ce484222325ull, base, strlen(base) + 1);
-    h = py_fnv(h, f->function, strlen(f->function) + 1);
-    return py_mix(py_fnv(h, line, sizeof line));
+    uint64_t h = hash_fnv1a(HASH_FNV_OFFSET, base, strlen(base) + 1);
+    h = hash_fnv1a(h, f->function, strlen(f->function) + 1);
+    return hash_mix64(hash_fnv1a(h, line, sizeof line));
 }
 
 /* ---- public ----------------------------------------------------------------------- */
@@ -521,9 +506,9 @@ const struct pyframes *pyframes_current(int depth)
     e->used = 1;
     e->depth_asked = depth;
     e->result.gil = gil;
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = HASH_FNV_OFFSET;
     for (int i = 0; i < e->result.n; i++)
-        h = py_mix((h ^ py_frame_hash(&e->result.frame[i])) * 0x100000001b3ull + (uint64_t)i);
+        h = hash_mix64((h ^ py_frame_hash(&e->result.frame[i])) * HASH_FNV_PRIME + (uint64_t)i);
     e->result.hash = e->result.n > 0 ? (h ? h : 1) : 0;
     return &e->result;
 }

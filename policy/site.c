@@ -18,6 +18,7 @@
  * enough that the loader lock a check would cost on every capture is not
  * worth it.
  */
+#include "policy/hash.h"
 #include "policy/site.h"
 #include "policy/stack_memo.h"
 
@@ -85,39 +86,15 @@ static uintptr_t site_exe_base;
 
 /* ---- hashing ----------------------------------------------------------- */
 
-#define FNV_OFFSET 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
-
-static uint64_t site_fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= FNV_PRIME;
-    }
-    return h;
-}
-
-/* splitmix64's finaliser: FNV-1a alone mixes its last bytes poorly. */
-static uint64_t site_mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
 static uint64_t site_frame_hash(const char *name, size_t name_len, uint64_t offset)
 {
     unsigned char off[8];
     for (int i = 0; i < 8; i++)
         off[i] = (unsigned char)(offset >> (8 * i));   /* fixed byte order */
-    uint64_t h = site_fnv1a(FNV_OFFSET, name, name_len);
-    h = site_fnv1a(h, "\0", 1);                         /* name/offset boundary */
-    h = site_fnv1a(h, off, sizeof off);
-    return site_mix64(h);
+    uint64_t h = hash_fnv1a(HASH_FNV_OFFSET, name, name_len);
+    h = hash_fnv1a(h, "\0", 1);                         /* name/offset boundary */
+    h = hash_fnv1a(h, off, sizeof off);
+    return hash_mix64(h);
 }
 
 /* ---- module resolution ------------------------------------------------- */
@@ -212,7 +189,7 @@ static void site_resolve(uintptr_t pc, uintptr_t *base, uint64_t *hash)
 
 static size_t site_slot_index(uintptr_t pc)
 {
-    return (size_t)(site_mix64((uint64_t)pc) & (SITE_CACHE_SLOTS - 1));
+    return (size_t)(hash_mix64((uint64_t)pc) & (SITE_CACHE_SLOTS - 1));
 }
 
 /* (module base, frame hash) of pc, from the cache or resolved and cached. */
@@ -334,21 +311,21 @@ void site_stack_capture(struct site_stack *st, int depth)
 
 uint64_t site_id_of(const struct site_stack *st)
 {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = HASH_FNV_OFFSET;
     int depth = st->depth < 0 ? 0 : st->depth > SITE_MAX_DEPTH ? SITE_MAX_DEPTH : st->depth;
     for (int i = 0; i < depth; i++) {
         uintptr_t base;
         uint64_t frame;
         site_lookup((uintptr_t)st->pc[i], &base, &frame);
         /* Order matters: the same frames in another order are another site. */
-        h = site_mix64((h ^ frame) * FNV_PRIME + (uint64_t)i);
+        h = hash_mix64((h ^ frame) * HASH_FNV_PRIME + (uint64_t)i);
     }
     return h != 0 ? h : 1;
 }
 
 uint64_t site_id_of_until(const struct site_stack *st, uintptr_t stop_base, int *kept)
 {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = HASH_FNV_OFFSET;
     int depth = st->depth < 0 ? 0 : st->depth > SITE_MAX_DEPTH ? SITE_MAX_DEPTH : st->depth;
     int i = 0;
     for (; i < depth; i++) {
@@ -357,7 +334,7 @@ uint64_t site_id_of_until(const struct site_stack *st, uintptr_t stop_base, int 
         site_lookup((uintptr_t)st->pc[i], &base, &frame);
         if (stop_base != 0 && base == stop_base)
             break;
-        h = site_mix64((h ^ frame) * FNV_PRIME + (uint64_t)i);
+        h = hash_mix64((h ^ frame) * HASH_FNV_PRIME + (uint64_t)i);
     }
     if (kept)
         *kept = i;

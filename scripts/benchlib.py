@@ -134,9 +134,9 @@ def median(values):
     return statistics.median(values)
 
 
-def instantiate_hows(log_path):
-    """Counts recap's instantiate events by 'how' in a JSON Lines log."""
-    counts = collections.Counter()
+def log_events(log_path, name):
+    """recap's events of one kind in a JSON Lines log, in order (none if the
+    log cannot be read; lines that are not JSON are skipped)."""
     try:
         with open(log_path, encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -144,27 +144,22 @@ def instantiate_hows(log_path):
                     event = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(event, dict) and event.get("event") == "instantiate":
-                    counts[str(event.get("how"))] += 1
+                if isinstance(event, dict) and event.get("event") == name:
+                    yield event
     except OSError:
-        pass
-    return counts
+        return
+
+
+def instantiate_hows(log_path):
+    """Counts recap's instantiate events by 'how' in a JSON Lines log."""
+    return collections.Counter(str(e.get("how")) for e in log_events(log_path, "instantiate"))
 
 
 def end_totals(log_path):
     """The totals of the last end event in recap's log (exact counters), or {}."""
     totals = {}
-    try:
-        with open(log_path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict) and event.get("event") == "end":
-                    totals = event.get("totals") or {}
-    except OSError:
-        pass
+    for event in log_events(log_path, "end"):
+        totals = event.get("totals") or {}
     return totals
 
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "policy/hash.h"
 #include "shim/libc_dl.h"
 #include "shim/nvtx_ranges.h"
 
@@ -38,12 +39,7 @@ void site_names_configure(const struct recap_settings *s)
 
 static uint64_t site_names_mix(uint64_t h, uint64_t v)
 {
-    uint64_t x = (h ^ v) * 0x100000001b3ull;
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+    return hash_mix64((h ^ v) * HASH_FNV_PRIME);
 }
 
 uint64_t site_names_identify(const struct site_stack *st, int depth, struct site_origin *o)
@@ -60,9 +56,7 @@ uint64_t site_names_identify(const struct site_stack *st, int depth, struct site
     if (o->py != NULL)
         h = site_names_mix(h, o->py->hash);
     if (o->nvtx != NULL) {
-        uint64_t n = 0xcbf29ce484222325ull;
-        for (const char *p = o->nvtx; *p; p++)
-            n = (n ^ (unsigned char)*p) * 0x100000001b3ull;
+        uint64_t n = hash_fnv1a(HASH_FNV_OFFSET, o->nvtx, strlen(o->nvtx));
         h = site_names_mix(h, n ^ 0x6e767478ull);   /* "nvtx": not a Python hash */
     }
     return h != 0 ? h : 1;
