@@ -14,6 +14,13 @@
 
 #include <cuda.h>
 
+/* Built as a library too (libncclprog.so, for nccllocal): main is then
+ * ncclprog_main, exported. */
+#ifdef NCCLPROG_AS_LIBRARY
+__attribute__((visibility("default"))) int ncclprog_main(int argc, char **argv);
+#define main ncclprog_main
+#endif
+
 int fake_nccl_collective(CUstream stream, CUdeviceptr buf, unsigned value, size_t n);
 int fake_nccl_live_plans(void);
 int ncclCommFinalize(void *comm);
