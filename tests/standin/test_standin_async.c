@@ -393,7 +393,19 @@ Test(async, switching_off_drains, .init = async_setup)
 
 /* A forked child (which a real driver refuses, the stand-in serves) runs
  * work of its own; the parent's queue is not run twice. */
-Test(async, forked_child_queues_work_of_its_own, .init = async_setup)
+/* gcc 12's AddressSanitizer has no fork handlers for its allocator: a child
+ * forked while another thread (a stream worker, Criterion's own) is inside
+ * malloc waits forever on the allocator's lock (seen: a hang in CI's
+ * sanitizer build). glibc's malloc is fork-safe, so the test runs in the
+ * normal build and under valgrind. */
+#ifdef __SANITIZE_ADDRESS__
+#define ASYNC_FORK_UNSAFE_ALLOCATOR 1
+#else
+#define ASYNC_FORK_UNSAFE_ALLOCATOR 0
+#endif
+
+Test(async, forked_child_queues_work_of_its_own, .init = async_setup,
+     .disabled = ASYNC_FORK_UNSAFE_ALLOCATOR)
 {
     CK(launch_int(fx.fill, fx.s1, fx.buf, 3));
     CK(cuStreamSynchronize(fx.s1));
