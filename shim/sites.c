@@ -28,11 +28,6 @@ void sites_announce_with(sites_new_fn on_new, sites_forbidden_fn on_forbidden)
     sites_on_forbidden = on_forbidden;
 }
 
-struct site *sites_get(uint64_t id, const struct site_stack *stack)
-{
-    return sites_get_named(id, stack, NULL);
-}
-
 struct site *sites_get_named(uint64_t id, const struct site_stack *stack,
                              const struct site_origin *origin)
 {

@@ -87,11 +87,8 @@ enum gate_change sites_record_look_locked(struct site *site, enum gate_look look
 
 
 /* The site of a stack, created (and announced with a "site" log event) at
- * first sight. NULL only if memory ran out. */
-struct site *sites_get(uint64_t id, const struct site_stack *stack);
-
-/* As sites_get, for a capture whose Python frames and NVTX range are in
- * `origin` (NULL: none): a new site is named from them. */
+ * first sight; a new site is named from the Python frames and NVTX range in
+ * `origin` (NULL: none). NULL only if memory ran out. */
 struct site *sites_get_named(uint64_t id, const struct site_stack *stack,
                              const struct site_origin *origin);
 
