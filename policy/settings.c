@@ -291,6 +291,18 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
                               "expected 0 or 1");
     }
 
+    /* Off by default until every test of it passes on every driver: the
+     * whole matrix runs with it on (README.md, "Self-recording"). */
+    const char *self = settings_env(envp, "RECAP_SELF_RECORD");
+    if (!off && self != NULL && settings_check_text(s, errfd, "RECAP_SELF_RECORD", self, 8,
+                                                    "on or off") == 0) {
+        if (strcmp(self, "on") == 0 || strcmp(self, "1") == 0)
+            s->self_record = 1;
+        else if (strcmp(self, "off") != 0 && strcmp(self, "0") != 0 && self[0] != '\0')
+            settings_complain(s, errfd, "RECAP_SELF_RECORD", self, "found an unknown value, "
+                              "expected on or off");
+    }
+
     const char *config = settings_env(envp, "RECAP_CONFIG");
     if (!off && config != NULL &&
         settings_check_text(s, errfd, "RECAP_CONFIG", config, sizeof s->config_path,

@@ -52,8 +52,11 @@ static uint64_t next_graph_serial = 1;
 
 static void entry_free(struct cache_entry *e)
 {
-    if (e->kind == CACHE_GRAPHS)
-        free(((struct graph_rec *)e)->changed);
+    if (e->kind == CACHE_GRAPHS) {
+        struct graph_rec *rec = (struct graph_rec *)e;
+        free(rec->changed);
+        cache_graph_set_recording(rec, NULL, 0);
+    }
     free(e);
 }
 
@@ -363,16 +366,35 @@ struct graph_rec *cache_graph_held(CUgraph graph)
     return (struct graph_rec *)entry_held(CACHE_GRAPHS, graph);
 }
 
+struct graph_want {
+    uint64_t shape;
+    int with_recording;
+};
+
 static int graph_suits(const struct cache_entry *e, const void *want)
 {
-    return ((const struct graph_rec *)e)->shape == *(const uint64_t *)want ? 2 : 0;
+    const struct graph_rec *rec = (const struct graph_rec *)e;
+    const struct graph_want *w = want;
+    return rec->shape == w->shape && (!w->with_recording || rec->recording) ? 2 : 0;
 }
 
-struct graph_rec *cache_take_graph(struct site *site, uint64_t shape)
+struct graph_rec *cache_take_graph(struct site *site, uint64_t shape, int with_recording)
 {
     /* Newest first: the most recently released graph of the shape is the
      * one whose parameters are likeliest to match. */
-    return (struct graph_rec *)entry_take(CACHE_GRAPHS, site, graph_suits, &shape);
+    struct graph_want want = { shape, with_recording };
+    return (struct graph_rec *)entry_take(CACHE_GRAPHS, site, graph_suits, &want);
+}
+
+void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
+                               unsigned long epoch)
+{
+    if (rec->recording) {
+        journal_free(rec->recording);
+        free(rec->recording);
+    }
+    rec->recording = recording;
+    rec->recording_epoch = epoch;
 }
 
 void cache_graph_hand_out(struct graph_rec *rec)
@@ -401,7 +423,8 @@ static int graph_worth_keeping(const struct cache_entry *e)
     const struct graph_rec *rec = (const struct graph_rec *)e;
     const struct site *site = e->site;
     enum recap_mode m = site->policy.mode;
-    if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !drv_caps.recapture_begin ||
+    int recordable = drv_caps.recapture_begin || rec->recording;
+    if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !recordable ||
         __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
         return 0;
     size_t n = 0;

@@ -32,6 +32,7 @@
 #include "policy/reuse_gate.h"
 #include "shim/cuda_compat.h"
 #include "shim/driver_api.h"
+#include "shim/journal.h"
 
 struct site;
 struct site_cache_counts;
@@ -89,6 +90,12 @@ struct graph_rec {
     int changes_known;
     size_t nchanged;
     struct changed_node *changed;  /* owned */
+    /* The calls that gave the graph its parameters, each knowing its node,
+     * for captures recap records itself (shim/self_record.h); owned, NULL
+     * when recap has none. Valid while the program edited no graph since
+     * recording_epoch (exec_reuse's graph-mutation epoch). */
+    struct journal *recording;
+    unsigned long recording_epoch;
 };
 
 struct exec_rec {
@@ -124,7 +131,11 @@ struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t s
 struct graph_rec *cache_graph_held(CUgraph graph);
 
 /* A released graph of the site with this shape, now TAKEN by the caller. */
-struct graph_rec *cache_take_graph(struct site *site, uint64_t shape);
+struct graph_rec *cache_take_graph(struct site *site, uint64_t shape, int with_recording);
+
+/* Gives a graph its recording (which it then owns), replacing any. */
+void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
+                               unsigned long epoch);
 
 /* A TAKEN graph goes back to the program (HELD). */
 void cache_graph_hand_out(struct graph_rec *rec);

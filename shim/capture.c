@@ -23,7 +23,9 @@
 #include "shim/capture.h"
 #include "shim/driver.h"
 #include "shim/events.h"
+#include "shim/exec_reuse.h"
 #include "shim/runtime.h"
+#include "shim/self_record.h"
 #include "shim/shape.h"
 #include "shim/sites.h"
 
@@ -157,6 +159,25 @@ static int may_end_here(const struct capture *cap)
     return cap->mode == CU_STREAM_CAPTURE_MODE_RELAXED && cap->origin.real != CU_STREAM_PER_THREAD;
 }
 
+/* Replays the journal noting the node of each call, so the graph of the
+ * plain capture can be recorded against later. */
+static CUresult replay_learning(struct capture *cap, size_t *failed_at)
+{
+    struct journal *j = &cap->journal;
+    for (size_t i = 0; i < j->nops; i++) {
+        struct journal_op *op = &j->ops[i];
+        CUresult r = drv_invoke(op->id, &op->args);
+        if (r != CUDA_SUCCESS) {
+            *failed_at = i;
+            return r;
+        }
+        if (op->creates_node)
+            op->node = self_record_learn_node(
+                ctab_stream_ref(op->id, drv_args_stream(op->id, &op->args)).real);
+    }
+    return CUDA_SUCCESS;
+}
+
 /* The recapture is over (ended, or its end returned 918): destroys its
  * graph, undefined after a failure, exactly once; begins a plain capture on
  * the origin stream and replays the journal into it. Returns the begin's
@@ -178,7 +199,8 @@ static CUresult restart_as_plain(struct capture *cap)
         event_error(cap->site, "after a failed recapture the journal could not be replayed in "
                                "full (%s): the graph may lack work", cap->journal.why_not);
     size_t failed_at = 0;
-    CUresult replay = journal_replay(&cap->journal, &failed_at);
+    CUresult replay = cap->learning ? replay_learning(cap, &failed_at)
+                                    : journal_replay(&cap->journal, &failed_at);
     if (replay != CUDA_SUCCESS)
         event_error(cap->site, "replaying call %zu (%s) of the journal failed: %s", failed_at,
                     drv_table[cap->journal.ops[failed_at].id].symbol, drv_result_name(replay));
@@ -190,25 +212,33 @@ static CUresult restart_as_plain(struct capture *cap)
  * this thread (global and thread-local modes, or another thread's per-thread
  * default stream), the switch waits for the next call on the owning thread:
  * cap->fallback_pending. */
+static void self_detach(struct capture *cap);
+
 static void fall_back(struct capture *cap, const char *reason)
 {
-    if (cap->path != PATH_RECAPTURE)
+    /* An invalidated capture recap records stays so: no switch revives it. */
+    if (cap->path != PATH_RECAPTURE || cap->invalidated)
         return;
     if (!cap->fallback_pending)
         set_reason(cap, reason);
+    if (cap->by_recap)
+        self_detach(cap);
     if (!may_end_here(cap)) {
         cap->fallback_pending = 1;
         return;
     }
     cap->fallback_pending = 0;
 
-    CUgraph dead = NULL;
-    end_real(DRV_cuStreamEndCapture, cap->origin.real, &dead);
-    if (dead && dead != graph_rec_graph(cap->target)) {
-        /* Not a reading any documentation suggests; the extra graph is
-         * recap's doing, so recap destroys it. */
-        DRV_REAL(cuGraphDestroy)(dead);
+    if (!cap->no_driver_capture) {
+        CUgraph dead = NULL;
+        end_real(DRV_cuStreamEndCapture, cap->origin.real, &dead);
+        if (dead && dead != graph_rec_graph(cap->target)) {
+            /* Not a reading any documentation suggests; the extra graph is
+             * recap's doing, so recap destroys it. */
+            DRV_REAL(cuGraphDestroy)(dead);
+        }
     }
+    cap->no_driver_capture = 0;
     restart_as_plain(cap);
 }
 
@@ -228,6 +258,187 @@ static void note_membership(struct capture *cap, enum drv_id id, const union drv
         snprintf(cap->journal.why_not, sizeof cap->journal.why_not,
                  "more streams or events than recap can follow in one capture");
     }
+}
+
+/* --- captures recap records itself ------------------------------------------------- */
+
+/* Capture ids recap gives the captures it records: unique, and far above
+ * the driver's own counter, so the two never meet. */
+static cuuint64_t next_recap_capture_id = 1ull << 62;
+
+/* Whether this process records repeat captures itself: asked for, and no
+ * recapture API to do it better. Learning a graph's nodes needs the
+ * dependency query of 12.3. */
+static int self_record_possible(void)
+{
+    return runtime_settings.self_record && !drv_caps.recapture_begin &&
+           drv_real_fn[DRV_cuStreamGetCaptureInfo_v3] != NULL;
+}
+
+/* The capture recap recorded itself becomes a driver capture to be: its
+ * journal is the recording's calls so far, which are this capture's own
+ * (the recording is updated call by call); their nodes belong to the
+ * graph that is about to go. Caller holds cap->lock. */
+static void self_detach(struct capture *cap)
+{
+    struct journal *rec = cap->target->recording;
+    cap->target->recording = NULL;
+    journal_free(&cap->journal);
+    cap->journal = *rec;
+    free(rec);
+    cap->journal.nops = cap->self->next;
+    for (size_t i = 0; i < cap->journal.nops; i++)
+        cap->journal.ops[i].node = NULL;
+    cap->no_driver_capture = 1;
+    ctab_self_recorded_done(cap);
+}
+
+static void note_change(struct capture *cap, struct changed_node changed)
+{
+    pthread_mutex_lock(&cap->changes_lock);
+    cap->eligible++;
+    if (cap->nchanged == cap->changed_capacity) {
+        size_t capacity = cap->changed_capacity ? cap->changed_capacity * 2 : 32;
+        struct changed_node *grown = realloc(cap->changed, capacity * sizeof *grown);
+        if (grown) {
+            cap->changed = grown;
+            cap->changed_capacity = capacity;
+        }
+    }
+    if (cap->nchanged < cap->changed_capacity)
+        cap->changed[cap->nchanged++] = changed;
+    else
+        cap->changes_lost = 1;
+    pthread_mutex_unlock(&cap->changes_lock);
+}
+
+/* The arguments of a capture query, whichever form. */
+struct capture_query {
+    CUstreamCaptureStatus *status;
+    cuuint64_t *id;
+    CUgraph *graph;
+    const CUgraphNode **deps;
+    const CUgraphEdgeData **edges;
+    size_t *ndeps;
+};
+
+static struct capture_query query_of(enum drv_id id, union drv_args *a)
+{
+    struct capture_query q = { 0 };
+    switch (id) {
+    case DRV_cuStreamIsCapturing:
+    case DRV_cuStreamIsCapturing_ptsz:
+        q.status = a->cuStreamIsCapturing.captureStatus;
+        break;
+    case DRV_cuStreamGetCaptureInfo:
+    case DRV_cuStreamGetCaptureInfo_ptsz:
+        q.status = a->cuStreamGetCaptureInfo.captureStatus_out;
+        q.id = a->cuStreamGetCaptureInfo.id_out;
+        break;
+    case DRV_cuStreamGetCaptureInfo_v2:
+    case DRV_cuStreamGetCaptureInfo_v2_ptsz: {
+        struct drv_args_cuStreamGetCaptureInfo_v2 *v = &a->cuStreamGetCaptureInfo_v2;
+        q.status = v->captureStatus_out, q.id = v->id_out, q.graph = v->graph_out;
+        q.deps = v->dependencies_out, q.ndeps = v->numDependencies_out;
+        break;
+    }
+    default: {
+        struct drv_args_cuStreamGetCaptureInfo_v3 *v = &a->cuStreamGetCaptureInfo_v3;
+        q.status = v->captureStatus_out, q.id = v->id_out, q.graph = v->graph_out;
+        q.deps = v->dependencies_out, q.edges = v->edgeData_out, q.ndeps = v->numDependencies_out;
+        break;
+    }
+    }
+    return q;
+}
+
+static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_args *a);
+
+/* A capture query answered as the driver would for the capture recap
+ * records; anything recap cannot answer exactly switches first. While the
+ * switch waits for the owning thread (no driver capture yet), recap
+ * answers what it knows. */
+static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *a)
+{
+    struct capture_query q = query_of(id, a);
+    const void *key = ctab_stream_ref(id, drv_args_stream(id, a)).key;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    int exact = q.status != NULL && !(q.edges && !q.deps);
+    if (exact && !cap->invalidated && (q.deps || q.ndeps))
+        exact = (deps = self_record_deps(cap->self, key, &n)) != NULL;
+    if (!exact && cap->by_recap) {
+        fall_back(cap, "the program asked the capture something recap does not follow");
+        if (!cap->no_driver_capture)
+            return op_in_capture(cap, id, a);
+    }
+    if (q.status == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *q.status = cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                 : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (q.id)
+        *q.id = cap->app_capture_id;
+    if (cap->invalidated)
+        return CUDA_SUCCESS;
+    if (q.graph)
+        *q.graph = graph_rec_graph(cap->target);
+    if (q.deps)
+        *q.deps = deps;
+    if (q.ndeps)
+        *q.ndeps = n;
+    if (q.edges)
+        *q.edges = cap->self->zero_edges;
+    return CUDA_SUCCESS;
+}
+
+/* A call into a capture recap records itself. Caller holds cap->lock. */
+static CUresult self_op(struct capture *cap, enum drv_id id, union drv_args *a)
+{
+    enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
+    if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
+        return self_query(cap, id, a);
+    if (cap->invalidated)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+
+    char why[200];
+    struct changed_node changed;
+    enum self_verdict v = self_record_call(cap->self, id, a, &changed, why, sizeof why);
+    if (v == SELF_SWITCH) {
+        fall_back(cap, why);
+        return op_in_capture(cap, id, a);
+    }
+    if (v == SELF_CHANGED)
+        note_change(cap, changed);
+    note_membership(cap, id, a);
+    return CUDA_SUCCESS;
+}
+
+/* In a driver capture being learned: the node the call just made. */
+static void learn_node(struct capture *cap, enum drv_id id, const union drv_args *a)
+{
+    struct journal *j = &cap->journal;
+    if (!j->replayable || j->nops == 0)
+        return;
+    struct journal_op *op = &j->ops[j->nops - 1];
+    if (op->id == id && op->creates_node)
+        op->node = self_record_learn_node(ctab_stream_ref(id, drv_args_stream(id, a)).real);
+}
+
+/* Whether the graph of a capture recap would record into is usable: a
+ * recording the program did not outdate by editing graphs, and a stream
+ * the driver agrees could begin a capture now (valid, not the legacy
+ * stream, not capturing by a path recap does not follow). */
+static const char *self_record_refusal(struct capture *cap, struct graph_rec *target)
+{
+    if (target->recording_epoch != graph_mutation_epoch_now())
+        return "the program edited a graph since this one was recorded";
+    if (cap->origin.real == CU_STREAM_LEGACY || (unsigned)cap->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return "the driver decides this begin";
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (DRV_REAL(cuStreamIsCapturing)(cap->origin.real, &status) != CUDA_SUCCESS ||
+        status != CU_STREAM_CAPTURE_STATUS_NONE)
+        return "the driver decides this begin";
+    return NULL;
 }
 
 /* --- calls made into a capture ---------------------------------------------------- */
@@ -255,8 +466,10 @@ static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_arg
 
     if (cap->fallback_pending && may_end_here(cap))
         fall_back(cap, cap->reason);
+    if (cap->by_recap || cap->invalidated)
+        return self_op(cap, id, a);
     if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
-        return query_in_capture(cap, id, a);
+        return cap->no_driver_capture ? self_query(cap, id, a) : query_in_capture(cap, id, a);
 
     if (cap->fallback_pending) {
         /* Another thread of a global/thread-local capture, or of one on a
@@ -273,7 +486,7 @@ static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_arg
         return r;
     }
 
-    if (!cap->journaled || cap->path == PATH_FALLBACK) {
+    if (!cap->journaled || (cap->path == PATH_FALLBACK && !cap->learning)) {
         r = drv_invoke(id, a);
         if (r == CUDA_SUCCESS)
             note_membership(cap, id, a);
@@ -304,8 +517,11 @@ static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_arg
         r = drv_invoke(id, a);
     }
     if (r == CUDA_SUCCESS) {
-        if (cap->path != PATH_FALLBACK)
+        if (cap->path != PATH_FALLBACK || cap->learning) {
             journal_append(&cap->journal, id, a);
+            if (cap->learning)
+                learn_node(cap, id, a);
+        }
         note_membership(cap, id, a);
     }
     return r;
@@ -365,7 +581,8 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
         set_reason(cap, "mode update: executable reuse only");
         return NULL;
     }
-    if (!drv_caps.recapture_begin) {
+    int by_recap = self_record_possible();
+    if (!drv_caps.recapture_begin && !by_recap) {
         pthread_once(&no_api_reason_once, format_no_api_reason);
         set_reason(cap, no_api_reason);
         return NULL;
@@ -379,6 +596,7 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
         return NULL;
     }
     cap->journaled = 1;
+    cap->learning = by_recap;
     if (!site->journal_verified) {
         set_reason(cap, "first capture at this site");
         return NULL;
@@ -387,7 +605,7 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
      * longer than its distinct shapes, but a single odd shape among many
      * repeats must not read as one long period. */
     uint64_t predicted = predict_next(&site->shapes, 2 * predict_working_set(&site->shapes));
-    struct graph_rec *target = predicted ? cache_take_graph(site, predicted) : NULL;
+    struct graph_rec *target = predicted ? cache_take_graph(site, predicted, by_recap) : NULL;
     if (!target) {
         set_reason(cap, "no released graph of the predicted shape");
         /* A hit or a failure is known only at the end (report_end). */
@@ -406,9 +624,14 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     struct stream_ref s = ctab_stream_ref(id, stream);
     struct capture *busy = ctab_find_stream(s.key);
     if (busy) {
-        /* Already part of a capture: the driver refuses, as it should. */
+        /* Already part of a capture: the driver refuses, as it should -
+         * once it knows of the capture. */
+        pthread_mutex_lock(&busy->lock);
+        fall_back(busy, "the program began a capture on one of its streams");
+        int unknown_to_driver = busy->by_recap || busy->no_driver_capture;
+        pthread_mutex_unlock(&busy->lock);
         ctab_release(busy);
-        return begin_plain(id, stream, mode);
+        return unknown_to_driver ? CUDA_ERROR_ILLEGAL_STATE : begin_plain(id, stream, mode);
     }
 
     struct site_stack stack;
@@ -438,6 +661,41 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     cache_site_gate_changed(site, change);
 
     CUresult r;
+    const char *refusal = target && !drv_caps.recapture_begin ? self_record_refusal(cap, target)
+                                                              : NULL;
+    if (refusal) {
+        cache_graph_discard(target);
+        target = NULL;
+        set_reason(cap, refusal);
+    }
+    if (target && !drv_caps.recapture_begin) {
+        /* No driver capture: recap records the calls against the graph. */
+        cap->self = malloc(sizeof *cap->self);
+        cap->target = target;
+        cap->path = PATH_RECAPTURE;
+        cap->by_recap = cap->self != NULL;
+        cap->reason[0] = '\0';
+        if (cap->self)
+            self_record_start(cap->self, target->recording, s.key);
+        cap->app_capture_id = __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
+        r = CUDA_SUCCESS;
+        if (!cap->self || !ctab_register(cap)) {
+            cap->by_recap = 0;
+            cache_graph_discard(target);
+            cap->target = NULL;
+            cap->path = PATH_FRESH;
+            cap->learning = 0;
+            set_reason(cap, cap->self ? "too many captures at once for recap to record this one"
+                                      : "recap ran out of memory");
+            r = begin_plain(id, stream, mode);
+            if (r == CUDA_SUCCESS && site->policy.mode != RECAP_MODE_OFF)
+                ctab_register(cap);
+        }
+        runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id,
+                        cap->seq, cap->by_recap ? "recorded by recap" : path_names[cap->path]);
+        ctab_release(cap);
+        return r;
+    }
     if (target) {
         cap->target = target;
         cap->path = PATH_RECAPTURE;
@@ -482,6 +740,20 @@ static void record_shape(struct site *site, uint64_t shape)
     pthread_mutex_unlock(&site->lock);
 }
 
+/* The journal of a driver capture whose every call knows its node
+ * becomes its graph's recording, for recap to record the next capture of
+ * that shape against. */
+static void keep_recording(struct capture *cap, struct graph_rec *rec)
+{
+    struct journal *recording = malloc(sizeof *recording);
+    if (!recording)
+        return;
+    *recording = cap->journal;
+    recording->origin_key = cap->origin.key;
+    journal_init(&cap->journal);
+    cache_graph_set_recording(rec, recording, graph_mutation_epoch_now());
+}
+
 /* After a successful capture: what the graph looks like, whether this
  * site's journals can be trusted, and the record the program's graph gets. */
 static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long *nodes)
@@ -490,7 +762,8 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
     struct graph_census census;
     /* Wherever recapture is possible the census reads node types, for every
      * capture alike, so one site's shapes stay comparable. */
-    int with_types = drv_caps.recapture_begin != NULL && cap->path != PATH_OBSERVE;
+    int with_types = (drv_caps.recapture_begin != NULL || self_record_possible()) &&
+                     cap->path != PATH_OBSERVE;
 
     if (shape_census(graph, with_types, &census) != 0) {
         *nodes = -1;
@@ -508,7 +781,8 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
                               "this graph's shape leaves its context out");
     uint64_t shape = shape_signature(&census) ^ ((uint64_t)(uintptr_t)ctx * 0x9e3779b97f4a7c15ull);
 
-    if (cap->journaled && cap->path == PATH_FRESH) {
+    int verified_now = 0;
+    if (cap->journaled && (cap->path == PATH_FRESH || (cap->path == PATH_FALLBACK && cap->learning))) {
         char why[200];
         if (census.unreplayable) {
             snprintf(why, sizeof why, "its graphs hold %s nodes",
@@ -520,6 +794,7 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
         } else if (!journal_matches(&cap->journal, &census, why, sizeof why)) {
             sites_forbid_recapture(site, why);
         } else {
+            verified_now = 1;
             pthread_mutex_lock(&site->lock);
             site->journal_verified = 1;
             pthread_mutex_unlock(&site->lock);
@@ -530,7 +805,10 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
 
     if (cap->path == PATH_OBSERVE)
         return NULL;
-    return cache_graph_track(graph, site, shape, census.nodes);
+    struct graph_rec *rec = cache_graph_track(graph, site, shape, census.nodes);
+    if (rec && cap->learning && verified_now && journal_nodes_known(&cap->journal))
+        keep_recording(cap, rec);
+    return rec;
 }
 
 /* The recapture ended well: the same graph comes back with new parameters. */
@@ -560,6 +838,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
         .site = site, .seq = cap->seq, .path = path_names[cap->path],
         .reason = cap->path == PATH_RECAPTURE ? NULL : cap->reason,
         .nodes = nodes, .us = runtime_now_us() - cap->t0, .result = r,
+        .by = cap->path != PATH_RECAPTURE ? NULL : cap->by_recap ? "recap" : "driver",
     };
     pthread_mutex_lock(&cap->changes_lock);
     rep.changed = cap->eligible + cap->ineligible + cap->errors;
@@ -572,7 +851,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
     struct site_counters *c = &site->count;
     c->captures++;
     switch (cap->path) {
-    case PATH_RECAPTURE: c->recaptured++; break;
+    case PATH_RECAPTURE: c->recaptured++, c->by_recap += cap->by_recap; break;
     case PATH_FALLBACK: c->fallbacks++; break;
     case PATH_FRESH: c->fresh++; break;
     case PATH_OBSERVE: c->observed++; break;
@@ -594,6 +873,43 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
     cache_site_gate_changed(site, change);
 }
 
+/* The end of a capture recap records itself, as the driver would end it.
+ * Returns 1 with *result when that is the program's answer (the capture
+ * may go on: a wrong thread), 0 when the capture switched to a driver
+ * capture, which the common path ends. Caller holds cap->lock. */
+static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
+{
+    if (cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(pthread_self(), cap->owner)) {
+        /* The driver's answer, and it invalidates the capture
+         * (tests/standin/READINGS.md). */
+        cap->invalidated = 1;
+        *result = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+        return 1;
+    }
+    char why[200];
+    if (!cap->invalidated && cap->by_recap && !self_record_complete(cap->self, why, sizeof why))
+        fall_back(cap, why);
+    if (!cap->invalidated && !cap->by_recap)
+        return 0;
+
+    long nodes = -1;
+    if (cap->invalidated) {
+        cache_graph_discard(cap->target);
+        cap->target = NULL;
+        *phGraph = NULL;
+        *result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else {
+        nodes = cap->target->nodes;
+        *phGraph = graph_rec_graph(cap->target);
+        account_recapture(cap);
+        *result = CUDA_SUCCESS;
+    }
+    ctab_unregister(cap);
+    report_end(cap, *result, nodes);
+    ctab_self_recorded_done(cap);
+    return 1;
+}
+
 /* The recapture failed and only the end said so: the plain capture takes
  * its place now, and its end is what the program gets. */
 static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *graph)
@@ -611,15 +927,30 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
 
     struct stream_ref s = ctab_stream_ref(id, stream);
     struct capture *cap = ctab_find_origin(s.key);
-    if (!cap)
+    if (!cap) {
+        /* Ended on a stream that joined a capture recap records: the
+         * driver must know of the capture to answer. */
+        if (capture_any_self_recorded() && (cap = ctab_find_stream(s.key)) != NULL) {
+            pthread_mutex_lock(&cap->lock);
+            fall_back(cap, "the program ended the capture on a stream other than its origin");
+            pthread_mutex_unlock(&cap->lock);
+            ctab_release(cap);
+        }
         return end_real(id, stream, phGraph);
+    }
 
     pthread_mutex_lock(&cap->lock);
+    CUresult r;
+    if ((cap->by_recap || cap->no_driver_capture) && self_end(cap, phGraph, &r)) {
+        pthread_mutex_unlock(&cap->lock);
+        ctab_release(cap);
+        return r;
+    }
     if (cap->fallback_pending && may_end_here(cap))
         fall_back(cap, cap->reason);
 
     CUgraph graph = NULL;
-    CUresult r = end_real(id, stream, &graph);
+    r = end_real(id, stream, &graph);
     if (r != CUDA_SUCCESS && stream_still_capturing(cap)) {
         /* Wrong thread and the like: the capture goes on, untouched. */
         pthread_mutex_unlock(&cap->lock);

@@ -11,6 +11,7 @@
 #include "shim/capture_table.h"
 
 int ctab_journaled;
+int ctab_self_recorded;
 
 static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct capture *active[256];
@@ -40,8 +41,9 @@ struct capture *ctab_new(void)
     return cap;
 }
 
-void ctab_register(struct capture *cap)
+int ctab_register(struct capture *cap)
 {
+    int registered = 0;
     pthread_mutex_lock(&captures_lock);
     if (nactive < (int)(sizeof active / sizeof active[0])) {
         active[nactive++] = cap;
@@ -50,11 +52,16 @@ void ctab_register(struct capture *cap)
         cap->nmembers = 1;
         if (cap->journaled)
             __atomic_add_fetch(&ctab_journaled, 1, __ATOMIC_RELEASE);
+        if (cap->by_recap)
+            __atomic_add_fetch(&ctab_self_recorded, 1, __ATOMIC_RELEASE);
+        registered = 1;
     } else {
-        /* Beyond the table recap simply does not journal this capture. */
+        /* Beyond the table recap simply does not journal this capture
+         * (capture.c never records one itself that it cannot register). */
         cap->journaled = 0;
     }
     pthread_mutex_unlock(&captures_lock);
+    return registered;
 }
 
 void ctab_unregister(struct capture *cap)
@@ -66,10 +73,42 @@ void ctab_unregister(struct capture *cap)
             cap->refs--;
             if (cap->journaled)
                 __atomic_sub_fetch(&ctab_journaled, 1, __ATOMIC_RELEASE);
+            if (cap->by_recap)
+                __atomic_sub_fetch(&ctab_self_recorded, 1, __ATOMIC_RELEASE);
             break;
         }
     }
     pthread_mutex_unlock(&captures_lock);
+}
+
+void ctab_self_recorded_done(struct capture *cap)
+{
+    pthread_mutex_lock(&captures_lock);
+    if (cap->by_recap) {
+        for (int i = 0; i < nactive; i++)
+            if (active[i] == cap)
+                __atomic_sub_fetch(&ctab_self_recorded, 1, __ATOMIC_RELEASE);
+        cap->by_recap = 0;
+    }
+    pthread_mutex_unlock(&captures_lock);
+}
+
+void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *arg)
+{
+    struct capture *found[sizeof active / sizeof active[0]];
+    int n = 0;
+    pthread_mutex_lock(&captures_lock);
+    for (int i = 0; i < nactive; i++) {
+        if (active[i]->by_recap) {
+            active[i]->refs++;
+            found[n++] = active[i];
+        }
+    }
+    pthread_mutex_unlock(&captures_lock);
+    for (int i = 0; i < n; i++) {
+        fn(found[i], arg);
+        ctab_release(found[i]);
+    }
 }
 
 static struct capture *find(int (*match)(struct capture *, const void *), const void *what)
@@ -154,6 +193,7 @@ void ctab_release(struct capture *cap)
         return;
     journal_free(&cap->journal);
     free(cap->changed);
+    free(cap->self);
     pthread_mutex_destroy(&cap->lock);
     pthread_mutex_destroy(&cap->changes_lock);
     free(cap);
@@ -169,4 +209,5 @@ void ctab_after_fork_child(void)
     }
     nactive = 0;
     ctab_journaled = 0;
+    ctab_self_recorded = 0;
 }

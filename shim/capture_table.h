@@ -47,6 +47,15 @@ struct capture {
     int fallback_pending;            /* failure seen where it cannot be handled */
     double t0;
 
+    /* Captures recap records itself (shim/self_record.h): no driver capture
+     * exists while by_recap is set; learning marks a driver capture whose
+     * journal notes each call's node, to be recorded against later. */
+    int by_recap;                    /* counted in ctab_self_recorded */
+    int no_driver_capture;           /* switched from by_recap, not yet begun */
+    int invalidated;                 /* recap answered as the driver would */
+    int learning;
+    struct self_record *self;        /* owned; while by_recap (kept to the end) */
+
     /* Filled by the recapture callback, inside driver calls. */
     pthread_mutex_t changes_lock;
     struct changed_node *changed;
@@ -74,13 +83,33 @@ static inline int capture_any_journaled(void)
     return __atomic_load_n(&ctab_journaled, __ATOMIC_RELAXED) != 0;
 }
 
+/* Number of registered captures recap records itself: calls that a driver
+ * capture would refuse (shim/capture_guard.h) look at captures only when
+ * it is nonzero. */
+extern int ctab_self_recorded;
+
+static inline int capture_any_self_recorded(void)
+{
+    return __atomic_load_n(&ctab_self_recorded, __ATOMIC_RELAXED) != 0;
+}
+
+/* A registered capture recap recorded itself now has a driver capture
+ * (or is over): it stops counting in ctab_self_recorded. Caller holds
+ * cap->lock. */
+void ctab_self_recorded_done(struct capture *cap);
+
+/* Calls fn on every registered capture recap records itself, referenced
+ * for the call (fn takes cap->lock itself if it needs it). */
+void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *arg);
+
 struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream);
 
 /* A new capture (one reference, held by the caller), not yet registered. */
 struct capture *ctab_new(void);
 
-/* Makes the capture findable by its origin stream. */
-void ctab_register(struct capture *cap);
+/* Makes the capture findable by its origin stream. Returns 0 when the
+ * table is full: the capture is then not journaled, nor findable. */
+int ctab_register(struct capture *cap);
 
 /* Removes it from the table; the caller's reference remains. */
 void ctab_unregister(struct capture *cap);

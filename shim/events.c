@@ -172,6 +172,8 @@ void event_capture(const struct capture_report *r)
     jlog_site(&l, "site", r->site->id);
     jlog_u64(&l, "seq", r->seq);
     jlog_str(&l, "path", r->path);
+    if (r->by)
+        jlog_str(&l, "by", r->by);
     jlog_str(&l, "reason", r->reason);
     if (r->nodes >= 0)
         jlog_i64(&l, "nodes", r->nodes);
@@ -308,6 +310,7 @@ static void counters_json(struct jlog_line *l, const struct site_counters *c)
 {
     jlog_u64(l, "captures", c->captures);
     jlog_u64(l, "recaptured", c->recaptured);
+    jlog_u64(l, "by_recap", c->by_recap);
     jlog_u64(l, "fallbacks", c->fallbacks);
     jlog_u64(l, "fresh", c->fresh);
     jlog_u64(l, "observed", c->observed);
@@ -361,6 +364,7 @@ static void end_one_site(struct site *site, void *arg)
     w->cache_total.kept += kept.kept, w->cache_total.evicted += kept.evicted;
     struct site_counters *t = &w->total;
     t->captures += c.captures, t->recaptured += c.recaptured, t->fallbacks += c.fallbacks;
+    t->by_recap += c.by_recap;
     t->fresh += c.fresh, t->observed += c.observed, t->nodes += c.nodes;
     t->changed += c.changed, t->eligible += c.eligible, t->ineligible += c.ineligible;
     t->errors += c.errors, t->capture_us += c.capture_us;

@@ -32,6 +32,7 @@ struct capture_report {
     unsigned long seq;
     const char *path;          /* recapture, fresh, fallback, observe */
     const char *reason;        /* NULL when path is recapture */
+    const char *by;            /* recapture only: "driver" or "recap" */
     long nodes;                /* -1: unknown (capture failed) */
     unsigned long changed, eligible, ineligible, errors;
     double us;

@@ -27,6 +27,11 @@ void graph_note_mutated(void)
     __atomic_add_fetch(&graph_mutation_epoch, 1, __ATOMIC_RELAXED);
 }
 
+unsigned long graph_mutation_epoch_now(void)
+{
+    return __atomic_load_n(&graph_mutation_epoch, __ATOMIC_RELAXED);
+}
+
 /* --- the request, whichever entry point ------------------------------------------ */
 
 static unsigned long long request_flags(const struct inst_request *rq)

@@ -43,4 +43,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq);
  * be brought up to date from a recapture's change list alone. */
 void graph_note_mutated(void);
 
+/* The graph-mutation epoch now: it moves whenever the program edits a graph. */
+unsigned long graph_mutation_epoch_now(void);
+
 #endif

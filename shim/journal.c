@@ -311,6 +311,7 @@ void journal_append(struct journal *j, enum drv_id id, const union drv_args *arg
     op->id = id;
     op->args = *args;
     op->creates_node = node_created_by(id, args, &op->creates);
+    op->node = NULL;
 
     int rc = 0;
     struct kernel_view v;
@@ -330,6 +331,25 @@ void journal_append(struct journal *j, enum drv_id id, const union drv_args *arg
         return;
     }
     j->nops++;
+}
+
+int journal_nodes_known(const struct journal *j)
+{
+    for (size_t i = 0; i < j->nops; i++)
+        if (j->ops[i].creates_node && !j->ops[i].node)
+            return 0;
+    return j->replayable;
+}
+
+void **journal_kernel_params(struct journal_op *op, CUlaunchConfig **config)
+{
+    struct kernel_view v;
+    *config = NULL;
+    if (!kernel_view_of(op->id, &op->args, &v))
+        return NULL;
+    if (v.config)
+        *config = (CUlaunchConfig *)*v.config;
+    return *v.params;
 }
 
 CUresult journal_replay(const struct journal *j, size_t *failed_at)

@@ -24,6 +24,7 @@ struct journal_op {
     union drv_args args;            /* pointers redirected to copies below */
     CUgraphNodeType creates;        /* node the call adds, if creates_node */
     int creates_node;
+    CUgraphNode node;               /* that node, where recap learned it */
 };
 
 struct journal_chunk;
@@ -34,6 +35,7 @@ struct journal {
     struct journal_chunk *chunks;   /* copies of argument data */
     int replayable;                 /* 0 once a call could not be copied */
     char why_not[160];              /* the first such call */
+    const void *origin_key;         /* the capture's origin stream (capture_table's key) */
 };
 
 void journal_init(struct journal *j);
@@ -48,6 +50,16 @@ void journal_append(struct journal *j, enum drv_id id, const union drv_args *arg
 /* Whether a call can be journaled faithfully, without appending it; *why
  * says why not. */
 int journal_can_copy(enum drv_id id, const union drv_args *args, const char **why);
+
+/* Whether every node-creating call knows its node (a journal a capture
+ * can be recorded against). */
+int journal_nodes_known(const struct journal *j);
+
+/* The argument record of a copied kernel launch: its kernelParams copy
+ * (NULL when launched with `extra`) and the launch configuration copy
+ * (cuLaunchKernelEx only, else NULL). For comparing and updating a
+ * recording in place. */
+void **journal_kernel_params(struct journal_op *op, CUlaunchConfig **config);
 
 /* Replays every call in order. Returns CUDA_SUCCESS, or the first failing
  * call's result with its index in *failed_at. */

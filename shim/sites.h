@@ -39,6 +39,7 @@ struct site_cache_counts {
 
 struct site_counters {
     unsigned long captures, recaptured, fallbacks, fresh, observed;
+    unsigned long by_recap;         /* recaptures recap recorded itself */
     unsigned long nodes, changed, eligible, ineligible, errors;
     unsigned long instantiations, reused;       /* reused: update+delta+reuse */
     unsigned long how_new, how_update, how_delta, how_reuse;

@@ -235,7 +235,9 @@ void sc_write_stats(void)
         "cuGraphExecUpdate_v2", "cuGraphExecKernelNodeSetParams_v2", "cuGraphExecMemsetNodeSetParams",
         "cuGraphExecHostNodeSetParams", "cuGraphExecMemcpyNodeSetParams",
         "cuStreamBeginCapture_v2", "cuStreamBeginRecaptureToGraph", "cuGraphDestroy",
-        "cuGraphExecDestroy", "cuGraphUpload",
+        "cuGraphExecDestroy", "cuGraphUpload", "cuStreamBeginCapture",
+        "cuGraphKernelNodeSetParams_v2", "cuGraphMemsetNodeSetParams", "cuGraphMemcpyNodeSetParams",
+        "cuGraphHostNodeSetParams",
     };
     const char *path = getenv("SCENARIO_STATS");
     if (!path)

@@ -1,0 +1,513 @@
+/*
+ * self_record.c - record a repeat capture against the graph it repeats.
+ *
+ * The recording of a graph is the journal of the driver capture that made
+ * it, each node-creating call knowing its node (learned from the driver's
+ * own dependency report right after the call). A later capture at the
+ * site is compared with it call by call: a call that matches in all but
+ * its eligible arguments writes those arguments into its node now - so a
+ * setter's refusal still reaches the call that caused it, through the
+ * switch - and into the recording, which therefore always equals the
+ * graph. Unchanged calls cost a comparison and no driver call.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shim/driver.h"
+#include "shim/kparams.h"
+#include "shim/self_record.h"
+
+/* --- one call, whatever its entry point ---------------------------------------- */
+
+enum call_class { CALL_KERNEL, CALL_MEMSET, CALL_COPY, CALL_HOST, CALL_EVENT_RECORD,
+                  CALL_WAIT, CALL_OTHER };
+
+struct call_view {
+    enum call_class cls;
+    CUstream stream;
+    CUevent event;
+    unsigned flags;
+    /* kernels */
+    CUfunction f;
+    unsigned dims[7];              /* grid x y z, block x y z, shared bytes */
+    void **params, **extra;
+    const CUlaunchConfig *config;
+    /* memsets: what may change, and the sizes that may not */
+    CUdeviceptr dst;
+    unsigned value;
+    size_t sizes[4];               /* element size, N or width, pitch, height */
+    /* copies of one dimension */
+    uintptr_t to, from;
+    size_t bytes;
+    /* host functions */
+    CUhostFn fn;
+    void *data;
+};
+
+#define BOTH(sym) case DRV_##sym: case DRV_##sym##_ptsz:
+
+static void view_kernel(struct call_view *v, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                        unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                        void **params, void **extra)
+{
+    v->cls = CALL_KERNEL;
+    v->f = f;
+    unsigned d[7] = { gx, gy, gz, bx, by, bz, shmem };
+    memcpy(v->dims, d, sizeof d);
+    v->stream = stream;
+    v->params = params;
+    v->extra = extra;
+}
+
+static void view_of(enum drv_id id, const union drv_args *a, struct call_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->cls = CALL_OTHER;
+    v->stream = drv_args_stream(id, a);
+    switch (id) {
+    BOTH(cuLaunchKernel) {
+        const struct drv_args_cuLaunchKernel *k = &a->cuLaunchKernel;
+        view_kernel(v, k->f, k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX, k->blockDimY,
+                    k->blockDimZ, k->sharedMemBytes, k->hStream, k->kernelParams, k->extra);
+        return;
+    }
+    BOTH(cuLaunchCooperativeKernel) {
+        const struct drv_args_cuLaunchCooperativeKernel *k = &a->cuLaunchCooperativeKernel;
+        view_kernel(v, k->f, k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX, k->blockDimY,
+                    k->blockDimZ, k->sharedMemBytes, k->hStream, k->kernelParams, NULL);
+        return;
+    }
+    BOTH(cuLaunchKernelEx) {
+        const struct drv_args_cuLaunchKernelEx *k = &a->cuLaunchKernelEx;
+        const CUlaunchConfig *c = k->config;
+        if (!c)
+            return;
+        view_kernel(v, k->f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                    c->blockDimZ, c->sharedMemBytes, c->hStream, k->kernelParams, k->extra);
+        v->config = c;
+        return;
+    }
+    BOTH(cuMemsetD8Async)
+        v->cls = CALL_MEMSET, v->dst = a->cuMemsetD8Async.dstDevice;
+        v->value = a->cuMemsetD8Async.uc;
+        v->sizes[0] = 1, v->sizes[1] = a->cuMemsetD8Async.N;
+        return;
+    BOTH(cuMemsetD16Async)
+        v->cls = CALL_MEMSET, v->dst = a->cuMemsetD16Async.dstDevice;
+        v->value = a->cuMemsetD16Async.us;
+        v->sizes[0] = 2, v->sizes[1] = a->cuMemsetD16Async.N;
+        return;
+    BOTH(cuMemsetD32Async)
+        v->cls = CALL_MEMSET, v->dst = a->cuMemsetD32Async.dstDevice;
+        v->value = a->cuMemsetD32Async.ui;
+        v->sizes[0] = 4, v->sizes[1] = a->cuMemsetD32Async.N;
+        return;
+    BOTH(cuMemsetD2D8Async) {
+        const struct drv_args_cuMemsetD2D8Async *m = &a->cuMemsetD2D8Async;
+        v->cls = CALL_MEMSET, v->dst = m->dstDevice, v->value = m->uc;
+        v->sizes[0] = 1, v->sizes[1] = m->Width, v->sizes[2] = m->dstPitch, v->sizes[3] = m->Height;
+        return;
+    }
+    BOTH(cuMemsetD2D16Async) {
+        const struct drv_args_cuMemsetD2D16Async *m = &a->cuMemsetD2D16Async;
+        v->cls = CALL_MEMSET, v->dst = m->dstDevice, v->value = m->us;
+        v->sizes[0] = 2, v->sizes[1] = m->Width, v->sizes[2] = m->dstPitch, v->sizes[3] = m->Height;
+        return;
+    }
+    BOTH(cuMemsetD2D32Async) {
+        const struct drv_args_cuMemsetD2D32Async *m = &a->cuMemsetD2D32Async;
+        v->cls = CALL_MEMSET, v->dst = m->dstDevice, v->value = m->ui;
+        v->sizes[0] = 4, v->sizes[1] = m->Width, v->sizes[2] = m->dstPitch, v->sizes[3] = m->Height;
+        return;
+    }
+    BOTH(cuMemcpyAsync)
+        v->cls = CALL_COPY, v->to = a->cuMemcpyAsync.dst, v->from = a->cuMemcpyAsync.src;
+        v->bytes = a->cuMemcpyAsync.ByteCount;
+        return;
+    BOTH(cuMemcpyHtoDAsync_v2)
+        v->cls = CALL_COPY, v->to = a->cuMemcpyHtoDAsync_v2.dstDevice;
+        v->from = (uintptr_t)a->cuMemcpyHtoDAsync_v2.srcHost;
+        v->bytes = a->cuMemcpyHtoDAsync_v2.ByteCount;
+        return;
+    BOTH(cuMemcpyDtoHAsync_v2)
+        v->cls = CALL_COPY, v->to = (uintptr_t)a->cuMemcpyDtoHAsync_v2.dstHost;
+        v->from = a->cuMemcpyDtoHAsync_v2.srcDevice;
+        v->bytes = a->cuMemcpyDtoHAsync_v2.ByteCount;
+        return;
+    BOTH(cuMemcpyDtoDAsync_v2)
+        v->cls = CALL_COPY, v->to = a->cuMemcpyDtoDAsync_v2.dstDevice;
+        v->from = a->cuMemcpyDtoDAsync_v2.srcDevice;
+        v->bytes = a->cuMemcpyDtoDAsync_v2.ByteCount;
+        return;
+    BOTH(cuLaunchHostFunc)
+        v->cls = CALL_HOST, v->fn = a->cuLaunchHostFunc.fn, v->data = a->cuLaunchHostFunc.userData;
+        return;
+    BOTH(cuEventRecord)
+        v->cls = CALL_EVENT_RECORD, v->event = a->cuEventRecord.hEvent;
+        return;
+    BOTH(cuEventRecordWithFlags)
+        v->cls = CALL_EVENT_RECORD, v->event = a->cuEventRecordWithFlags.hEvent;
+        v->flags = a->cuEventRecordWithFlags.flags;
+        return;
+    BOTH(cuStreamWaitEvent)
+        v->cls = CALL_WAIT, v->event = a->cuStreamWaitEvent.hEvent;
+        v->flags = a->cuStreamWaitEvent.Flags;
+        return;
+    default:
+        return;
+    }
+}
+
+/* --- streams and events by their part in the capture ---------------------------- */
+
+/* The index both keys hold, appending the pair when neither is known; -1
+ * when they play different parts (or too many take part). */
+static int pair_index(const void **cur, const void **rec, int *n, int max, const void *c,
+                      const void *r)
+{
+    for (int i = 0; i < *n; i++) {
+        if (cur[i] == c || rec[i] == r)
+            return cur[i] == c && rec[i] == r ? i : -1;
+    }
+    if (*n == max)
+        return -1;
+    cur[*n] = c;
+    rec[*n] = r;
+    return (*n)++;
+}
+
+static int stream_index(struct self_record *s, const void *cur, const void *rec)
+{
+    int n = s->nstreams;
+    int i = pair_index(s->cur_stream, s->rec_stream, &s->nstreams, CAPTURE_MAX_STREAMS, cur, rec);
+    if (i >= 0 && i == n)
+        s->stream_deps[i].n = 0;
+    return i;
+}
+
+static int event_index(struct self_record *s, CUevent cur, CUevent rec)
+{
+    int n = s->nevents;
+    int i = pair_index((const void **)s->cur_event, (const void **)s->rec_event, &s->nevents,
+                       CAPTURE_MAX_EVENTS, cur, rec);
+    if (i >= 0 && i == n)
+        s->event_recorded[i] = 0;
+    return i;
+}
+
+static void deps_set_one(struct self_deps *d, CUgraphNode node)
+{
+    d->node[0] = node;
+    d->n = 1;
+}
+
+static void deps_merge(struct self_deps *into, const struct self_deps *from)
+{
+    if (into->n < 0 || from->n < 0) {
+        into->n = -1;
+        return;
+    }
+    for (int i = 0; i < from->n; i++) {
+        int have = 0;
+        for (int j = 0; j < into->n && !have; j++)
+            have = into->node[j] == from->node[i];
+        if (have)
+            continue;
+        if (into->n == SELF_RECORD_MAX_DEPS) {
+            into->n = -1;
+            return;
+        }
+        into->node[into->n++] = from->node[i];
+    }
+}
+
+void self_record_start(struct self_record *s, struct journal *rec, const void *origin_key)
+{
+    memset(s, 0, sizeof *s);
+    s->rec = rec;
+    stream_index(s, origin_key, rec->origin_key);
+}
+
+/* --- comparing --------------------------------------------------------------- */
+
+/* Whether the kernels' argument values are equal; -1 when their forms differ. */
+static int kernel_args_equal(const struct call_view *cur, void **rec_params, void **rec_extra)
+{
+    if ((cur->params != NULL) != (rec_params != NULL))
+        return -1;
+    if (cur->params) {
+        const struct kparams_layout *l = kparams_of(cur->f);
+        if (!l->known)
+            return -1;
+        for (unsigned i = 0; i < l->count; i++)
+            if (memcmp(cur->params[i], rec_params[i], l->size[i]) != 0)
+                return 0;
+        return 1;
+    }
+    if ((cur->extra != NULL) != (rec_extra != NULL))
+        return -1;
+    if (!cur->extra)
+        return 1;
+    /* The recording holds {BUFFER_POINTER, buf, BUFFER_SIZE, &size, END}. */
+    const void *buf = NULL;
+    size_t size = 0;
+    for (size_t i = 0; cur->extra[i] != CU_LAUNCH_PARAM_END && i < 64; i += 2) {
+        if (cur->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            buf = cur->extra[i + 1];
+        else if (cur->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && cur->extra[i + 1])
+            size = *(const size_t *)cur->extra[i + 1];
+        else
+            return -1;
+    }
+    if (size != *(const size_t *)rec_extra[3] || (size && !buf))
+        return -1;
+    return memcmp(buf, rec_extra[1], size) == 0;
+}
+
+static void kernel_args_store(const struct call_view *cur, void **rec_params, void **rec_extra)
+{
+    if (cur->params) {
+        const struct kparams_layout *l = kparams_of(cur->f);
+        for (unsigned i = 0; i < l->count; i++)
+            memcpy(rec_params[i], cur->params[i], l->size[i]);
+    } else if (cur->extra) {
+        for (size_t i = 0; cur->extra[i] != CU_LAUNCH_PARAM_END; i += 2)
+            if (cur->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                memcpy(rec_extra[1], cur->extra[i + 1], *(const size_t *)rec_extra[3]);
+    }
+}
+
+static int configs_equal(const CUlaunchConfig *a, const CUlaunchConfig *b)
+{
+    if (!a || !b)
+        return a == b;
+    return a->numAttrs == b->numAttrs &&
+           (a->numAttrs == 0 || memcmp(a->attrs, b->attrs, a->numAttrs * sizeof *a->attrs) == 0);
+}
+
+/* --- writing a change into the graph ---------------------------------------- */
+
+static CUresult set_copy_side(CUmemorytype type, CUdeviceptr *device, const void **host,
+                              uintptr_t address)
+{
+    if (type == CU_MEMORYTYPE_HOST)
+        *host = (const void *)address;
+    else if (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED)
+        *device = (CUdeviceptr)address;
+    else
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+static CUresult apply_to_node(CUgraphNode node, const struct call_view *v, const char **call)
+{
+    CUresult r;
+    switch (v->cls) {
+    case CALL_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS p;
+        *call = "cuGraphKernelNodeGetParams_v2";
+        if ((r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(node, &p)) != CUDA_SUCCESS)
+            return r;
+        p.kernelParams = v->params;
+        p.extra = v->params ? NULL : v->extra;
+        *call = "cuGraphKernelNodeSetParams_v2";
+        return DRV_REAL(cuGraphKernelNodeSetParams_v2)(node, &p);
+    }
+    case CALL_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS p;
+        *call = "cuGraphMemsetNodeGetParams";
+        if ((r = DRV_REAL(cuGraphMemsetNodeGetParams)(node, &p)) != CUDA_SUCCESS)
+            return r;
+        p.dst = v->dst;
+        p.value = v->value;
+        *call = "cuGraphMemsetNodeSetParams";
+        return DRV_REAL(cuGraphMemsetNodeSetParams)(node, &p);
+    }
+    case CALL_COPY: {
+        CUDA_MEMCPY3D p;
+        *call = "cuGraphMemcpyNodeGetParams";
+        if ((r = DRV_REAL(cuGraphMemcpyNodeGetParams)(node, &p)) != CUDA_SUCCESS)
+            return r;
+        *call = "a copy between arrays";
+        if ((r = set_copy_side(p.srcMemoryType, &p.srcDevice, &p.srcHost, v->from)) != CUDA_SUCCESS ||
+            (r = set_copy_side(p.dstMemoryType, &p.dstDevice, (const void **)&p.dstHost, v->to)) !=
+                CUDA_SUCCESS)
+            return r;
+        *call = "cuGraphMemcpyNodeSetParams";
+        return DRV_REAL(cuGraphMemcpyNodeSetParams)(node, &p);
+    }
+    case CALL_HOST: {
+        CUDA_HOST_NODE_PARAMS p = { .fn = v->fn, .userData = v->data };
+        *call = "cuGraphHostNodeSetParams";
+        return DRV_REAL(cuGraphHostNodeSetParams)(node, &p);
+    }
+    default:
+        *call = "a node recap cannot update";
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+/* The recorded call now stands for `a`: its handles and by-value
+ * arguments; copied argument data (kernel values, launch configuration,
+ * structs) stays where the recording keeps it. */
+static void store_call(struct journal_op *op, const union drv_args *a, const struct call_view *cur,
+                       const struct call_view *rec)
+{
+    if (cur->cls == CALL_KERNEL) {
+        CUlaunchConfig *config;
+        journal_kernel_params(op, &config);
+        kernel_args_store(cur, rec->params, rec->extra);
+        if (config)
+            config->hStream = cur->stream;
+        else if (op->id == DRV_cuLaunchCooperativeKernel || op->id == DRV_cuLaunchCooperativeKernel_ptsz)
+            op->args.cuLaunchCooperativeKernel.hStream = cur->stream;
+        else
+            op->args.cuLaunchKernel.hStream = cur->stream;
+        return;
+    }
+    if (drv_table[op->id].op_kind == DRV_OP_STRUCT) {
+        size_t size;
+        const void *kept = *drv_args_struct_slot(op->id, &op->args, &size);
+        op->args = *a;
+        *drv_args_struct_slot(op->id, &op->args, &size) = kept;
+        return;
+    }
+    op->args = *a;
+}
+
+static enum self_verdict refuse(char *why, size_t len, const char *fmt, const char *what)
+{
+    snprintf(why, len, fmt, what);
+    return SELF_SWITCH;
+}
+
+enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
+                                   const union drv_args *a, struct changed_node *changed,
+                                   char *why, size_t len)
+{
+    if (s->next >= s->rec->nops)
+        return refuse(why, len, "the capture made more calls than the graph holds (%s)",
+                      drv_table[id].symbol);
+    struct journal_op *op = &s->rec->ops[s->next];
+    if (op->id != id)
+        return refuse(why, len, "the capture called %s where its graph had another call",
+                      drv_table[id].symbol);
+
+    struct call_view cur, rec;
+    view_of(id, a, &cur);
+    view_of(op->id, &op->args, &rec);
+    if (cur.cls == CALL_OTHER)
+        return refuse(why, len, "recap does not record %s itself", drv_table[id].symbol);
+    int si = stream_index(s, ctab_stream_ref(id, cur.stream).key,
+                          ctab_stream_ref(id, rec.stream).key);
+    if (si < 0)
+        return refuse(why, len, "%s used streams in another arrangement", drv_table[id].symbol);
+    struct self_deps *deps = &s->stream_deps[si];
+
+    int same = 1;
+    switch (cur.cls) {
+    case CALL_EVENT_RECORD:
+    case CALL_WAIT: {
+        int ei = event_index(s, cur.event, rec.event);
+        if (ei < 0 || cur.flags != rec.flags)
+            return refuse(why, len, "%s used events in another arrangement", drv_table[id].symbol);
+        if (op->creates_node) {
+            if (!op->node)
+                return refuse(why, len, "recap does not know the node %s made",
+                              drv_table[id].symbol);
+            deps_set_one(deps, op->node);
+        } else if (cur.cls == CALL_EVENT_RECORD) {
+            s->event_deps[ei] = *deps;
+            s->event_recorded[ei] = 1;
+        } else {
+            if (!s->event_recorded[ei])
+                return refuse(why, len, "%s waited for an event not recorded in the capture",
+                              drv_table[id].symbol);
+            deps_merge(deps, &s->event_deps[ei]);
+        }
+        store_call(op, a, &cur, &rec);
+        s->next++;
+        return SELF_SAME;
+    }
+    case CALL_KERNEL: {
+        if (cur.f != rec.f || memcmp(cur.dims, rec.dims, sizeof cur.dims) != 0 ||
+            !configs_equal(cur.config, rec.config))
+            return refuse(why, len, "%s changed the function, launch dimensions or attributes",
+                          drv_table[id].symbol);
+        int eq = kernel_args_equal(&cur, rec.params, rec.params ? NULL : rec.extra);
+        if (eq < 0)
+            return refuse(why, len, "%s passed its arguments another way", drv_table[id].symbol);
+        same = eq;
+        break;
+    }
+    case CALL_MEMSET:
+        if (memcmp(cur.sizes, rec.sizes, sizeof cur.sizes) != 0)
+            return refuse(why, len, "%s changed its size", drv_table[id].symbol);
+        same = cur.dst == rec.dst && cur.value == rec.value;
+        break;
+    case CALL_COPY:
+        if (cur.bytes != rec.bytes)
+            return refuse(why, len, "%s changed its size", drv_table[id].symbol);
+        same = cur.to == rec.to && cur.from == rec.from;
+        break;
+    case CALL_HOST:
+        if (cur.fn != rec.fn)
+            return refuse(why, len, "%s changed the host function", drv_table[id].symbol);
+        same = cur.data == rec.data;
+        break;
+    default:
+        break;
+    }
+    if (!op->node)
+        return refuse(why, len, "recap does not know the node %s made", drv_table[id].symbol);
+
+    if (!same) {
+        const char *call = NULL;
+        CUresult r = apply_to_node(op->node, &cur, &call);
+        if (r != CUDA_SUCCESS) {
+            snprintf(why, len, "%s failed (%s) for %s", call, drv_result_name(r),
+                     drv_table[id].symbol);
+            return SELF_SWITCH;
+        }
+        changed->node = op->node;
+        changed->type = op->creates;
+    }
+    store_call(op, a, &cur, &rec);
+    deps_set_one(deps, op->node);
+    s->next++;
+    return same ? SELF_SAME : SELF_CHANGED;
+}
+
+int self_record_complete(const struct self_record *s, char *why, size_t len)
+{
+    if (s->next == s->rec->nops)
+        return 1;
+    snprintf(why, len, "the capture ended after %zu of the %zu calls its graph holds", s->next,
+             s->rec->nops);
+    return 0;
+}
+
+const CUgraphNode *self_record_deps(const struct self_record *s, const void *stream_key, size_t *n)
+{
+    for (int i = 0; i < s->nstreams; i++) {
+        if (s->cur_stream[i] != stream_key)
+            continue;
+        if (s->stream_deps[i].n < 0)
+            return NULL;
+        *n = (size_t)s->stream_deps[i].n;
+        return s->stream_deps[i].node;
+    }
+    return NULL;
+}
+
+CUgraphNode self_record_learn_node(CUstream stream)
+{
+    CUstreamCaptureStatus status;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    CUresult r = DRV_REAL(cuStreamGetCaptureInfo_v3)(stream, &status, NULL, NULL, &deps, NULL, &n);
+    if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || !deps)
+        return NULL;
+    return deps[0];
+}

@@ -1,0 +1,80 @@
+/*
+ * self_record.h - a repeat capture recorded by recap instead of the driver
+ * (module prefix self_record_).
+ *
+ * Owns: comparing each call made into a capture that recap records itself
+ * with the call that put the matching node into a cached graph (the
+ * graph's "recording": the journal of the capture that last set its
+ * parameters, with the node each call created), applying the differences
+ * to that graph's nodes as they come, and the dependency nodes each stream
+ * of such a capture would now have, so capture queries can be answered as
+ * the driver would. The rule is the 13.3 driver's: the same function,
+ * launch dimensions, sizes, streams and events in the same order make a
+ * call eligible, whatever its other arguments; anything else is a switch
+ * to a driver capture, which capture.c performs.
+ *
+ * Must never: call into a capture or begin one (it works on graph nodes
+ * only), keep a pointer into the program's argument arrays, or leave the
+ * recording describing parameters its graph does not hold (a call is
+ * written into the recording only once its node holds the new values).
+ */
+#ifndef RECAP_SELF_RECORD_H
+#define RECAP_SELF_RECORD_H
+
+#include <stddef.h>
+
+#include "shim/capture_table.h"
+#include "shim/journal.h"
+
+/* Dependency nodes followed per stream or event; more make a query switch. */
+#define SELF_RECORD_MAX_DEPS 8
+
+struct self_deps {
+    CUgraphNode node[SELF_RECORD_MAX_DEPS];
+    int n;                          /* -1: more than recap follows */
+};
+
+struct self_record {
+    struct journal *rec;            /* the graph's recording; updated in place */
+    size_t next;                    /* index of the call expected next */
+    /* Streams and events by order of first appearance, now and in the
+     * recording: the i-th of each side must play the same part. */
+    const void *cur_stream[CAPTURE_MAX_STREAMS], *rec_stream[CAPTURE_MAX_STREAMS];
+    struct self_deps stream_deps[CAPTURE_MAX_STREAMS];
+    int nstreams;
+    CUevent cur_event[CAPTURE_MAX_EVENTS], rec_event[CAPTURE_MAX_EVENTS];
+    struct self_deps event_deps[CAPTURE_MAX_EVENTS];
+    int event_recorded[CAPTURE_MAX_EVENTS];
+    int nevents;
+    CUgraphEdgeData zero_edges[SELF_RECORD_MAX_DEPS];  /* default edges, for queries */
+};
+
+enum self_verdict {
+    SELF_SAME,          /* nothing to change */
+    SELF_CHANGED,       /* a node took new parameters: *changed says which */
+    SELF_SWITCH         /* recap cannot record this call: why says so */
+};
+
+/* Starts comparing against `rec`, whose capture began on the stream
+ * with key rec->origin_key; this capture began on `origin_key`. */
+void self_record_start(struct self_record *s, struct journal *rec, const void *origin_key);
+
+/* One call made into the capture. On SELF_CHANGED the graph node already
+ * holds the new parameters and the recording the new call. */
+enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
+                                   const union drv_args *a, struct changed_node *changed,
+                                   char *why, size_t len);
+
+/* Whether the calls so far are the whole recording (checked at end). */
+int self_record_complete(const struct self_record *s, char *why, size_t len);
+
+/* What a stream of the capture depends on now; NULL when recap does not
+ * know exactly (the caller then switches), else the nodes (*n of them). */
+const CUgraphNode *self_record_deps(const struct self_record *s, const void *stream_key,
+                                    size_t *n);
+
+/* The node the last call on `stream` created in a driver capture being
+ * learned, as the driver reports it; NULL if it cannot say. */
+CUgraphNode self_record_learn_node(CUstream stream);
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * test_self_record.c - recap recording repeat captures itself (13.0 driver).
+ *
+ * With RECAP_SELF_RECORD=on and a driver without the recapture API, recap
+ * answers a repeat capture itself instead of starting a driver capture.
+ * Every scenario program must then behave exactly as without recap (same
+ * stdout, same exit status, no misuse seen by the stand-in), and in the
+ * loops recap was built for the driver sees no capture at all after the
+ * first ones, and one node setter per changed node.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/run.h"
+
+struct sr_outcome {
+    char *dir;
+    char log[4200], stats[4200], base_stats[4200];
+    struct run_result base, recap;
+};
+
+static void sr_spec(struct run_spec *spec, const char *name, int iters, const char *stats)
+{
+    static char iters_text[16];
+    memset(spec, 0, sizeof *spec);
+    spec->argv[0] = run_env_path("SCENARIO_BIN");
+    spec->argv[1] = name;
+    snprintf(iters_text, sizeof iters_text, "%d", iters);
+    spec->argv[2] = iters_text;
+    spec->timeout_s = 300;
+    run_setenv(spec, "STANDIN_DRIVER_VERSION", "13000");
+    run_setenv(spec, "SCENARIO_STATS", "%s", stats);
+    /* At exit an allocation nothing can satisfy makes recap release all it
+     * keeps: the live objects left are then the program's own. */
+    run_setenv(spec, "SCENARIO_DRAIN", "1");
+    const char *async = getenv("STANDIN_ASYNC");
+    run_setenv(spec, "STANDIN_ASYNC", "%s", async && *async ? async : "0");
+}
+
+/* Runs `name` without recap and with recap recording captures itself, and
+ * requires the same behaviour. */
+static void sr_compare(const char *name, int iters, struct sr_outcome *o)
+{
+    struct run_spec spec;
+    memset(o, 0, sizeof *o);
+    o->dir = run_temp_dir();
+    snprintf(o->log, sizeof o->log, "%s", run_path(o->dir, "recap.jsonl"));
+    snprintf(o->base_stats, sizeof o->base_stats, "%s", run_path(o->dir, "base.stats"));
+    snprintf(o->stats, sizeof o->stats, "%s", run_path(o->dir, "recap.stats"));
+
+    sr_spec(&spec, name, iters, o->base_stats);
+    cr_assert_eq(run_program(&spec, &o->base), 0);
+    sr_spec(&spec, name, iters, o->stats);
+    spec.with_recap = 1;
+    run_setenv(&spec, "RECAP_LOG", "%s", o->log);
+    run_setenv(&spec, "RECAP_SELF_RECORD", "on");
+    cr_assert_eq(run_program(&spec, &o->recap), 0);
+
+    cr_assert_eq(o->recap.status, o->base.status, "%s: exit status %d under recap, %d without\n%s",
+                 name, o->recap.status, o->base.status, o->recap.err);
+    cr_assert_str_eq(o->recap.out, o->base.out, "%s: output differs under recap\nstderr: %s", name,
+                     o->recap.err);
+    cr_assert_eq(run_stat(o->stats, "misuses"), 0, "%s: the stand-in saw misuse under recap: %s",
+                 name, o->recap.err);
+    cr_assert_eq(run_stat(o->stats, "live_graphs"), run_stat(o->base_stats, "live_graphs"),
+                 "%s: graphs left alive under recap", name);
+    cr_assert_eq(run_stat(o->stats, "live_execs"), run_stat(o->base_stats, "live_execs"),
+                 "%s: executable graphs left alive under recap", name);
+}
+
+static void sr_done(struct sr_outcome *o)
+{
+    run_result_free(&o->base);
+    run_result_free(&o->recap);
+    run_cleanup_dir(o->dir);
+}
+
+/* From the end totals: capture events of a steady site are sampled. */
+static int by_recap(struct sr_outcome *o)
+{
+    return (int)run_log_total(o->log, "by_recap");
+}
+
+/* Every scenario program, as it is (names by value: Criterion runs each
+ * parameter in a new process, where pointers into .rodata may move). */
+struct sr_name {
+    char name[32];
+};
+
+static const struct sr_name every_scenario[] = {
+#define N(x) { x }
+    N("params"), N("mode_thread_local"), N("mode_relaxed"), N("variants"), N("keep_graph"),
+    N("alternate"), N("fresh_shapes"), N("retyped"), N("cycle_aab"), N("delta"), N("nochange"),
+    N("switch"), N("fork_join"), N("extra_args"), N("topo_first"), N("topo_mid"), N("topo_last"),
+    N("topo_extra"), N("topo_missing"), N("cycle3"), N("mixed3"), N("cycle8"), N("mixed8"),
+    N("cross_thread"), N("ptsz_cross_thread"), N("broken"), N("double_destroy"), N("mutate"),
+    N("oom"), N("user_objects"), N("alloc_nodes"), N("inflight"), N("inflight_fork"),
+    N("threads"), N("sites_lru"), N("own_updates"), N("own_updates1"), N("own_plain1"),
+#undef N
+};
+
+ParameterizedTestParameters(self_record, same_behaviour)
+{
+    return cr_make_param_array(struct sr_name, (void *)every_scenario,
+                               sizeof every_scenario / sizeof every_scenario[0]);
+}
+
+ParameterizedTest(struct sr_name *p, self_record, same_behaviour, .timeout = 300)
+{
+    struct sr_outcome o;
+    /* 25: the in-flight scenarios synchronise every fifth iteration, and
+     * their result is defined only after the last one did. */
+    sr_compare(p->name, 25, &o);
+    sr_done(&o);
+}
+
+/* The loop recap was built for: every capture after the first is recorded
+ * by recap, so the driver is asked for one capture in all; each changed
+ * node costs one setter. */
+Test(self_record, steady_loop_needs_no_driver_capture, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("delta", 40, &o);
+    int recorded = by_recap(&o);
+    cr_expect_geq(recorded, 38, "%d of 40 captures recorded by recap", recorded);
+    cr_expect_eq(run_stat(o.stats, "cuStreamBeginCapture_v2"), 40 - recorded,
+                 "the driver captured %ld times for %d captures recap did not record",
+                 run_stat(o.stats, "cuStreamBeginCapture_v2"), 40 - recorded);
+    cr_expect_eq(run_stat(o.base_stats, "cuStreamBeginCapture_v2"), 40);
+    long setters = run_stat(o.stats, "cuGraphKernelNodeSetParams_v2") +
+                   run_stat(o.stats, "cuGraphMemsetNodeSetParams") +
+                   run_stat(o.stats, "cuGraphMemcpyNodeSetParams") +
+                   run_stat(o.stats, "cuGraphHostNodeSetParams");
+    long changed = run_log_total(o.log, "changed");
+    cr_expect_gt(changed, 0);
+    cr_expect_eq(setters, changed, "%ld node setters for %ld changed nodes", setters, changed);
+    sr_done(&o);
+}
+
+/* Fork and join over a second stream: recorded too, with the join. */
+Test(self_record, fork_join_is_recorded, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("fork_join", 30, &o);
+    cr_expect_geq(by_recap(&o), 25, "only %d captures recorded by recap", by_recap(&o));
+    sr_done(&o);
+}
+
+/* Without the switch, nothing is recorded by recap. */
+Test(self_record, off_unless_asked, .timeout = 300)
+{
+    struct run_spec spec;
+    struct run_result r;
+    char *dir = run_temp_dir();
+    const char *log = run_path(dir, "recap.jsonl");
+    sr_spec(&spec, "delta", 10, run_path(dir, "stats"));
+    spec.with_recap = 1;
+    run_setenv(&spec, "RECAP_LOG", "%s", log);
+    cr_assert_eq(run_program(&spec, &r), 0);
+    cr_expect_eq(run_log_total(log, "by_recap"), 0);
+    cr_expect_eq(run_log_total(log, "captures"), 10);
+    run_result_free(&r);
+    run_cleanup_dir(dir);
+}
