@@ -163,6 +163,17 @@ def end_totals(log_path):
     return totals
 
 
+def capture_paths(log_path):
+    """How recap's captures went, from the end totals (capture events are
+    sampled): recorded by recap, recaptured by the driver, fallback, fresh."""
+    t = end_totals(log_path)
+    by_recap = int(t.get("by_recap", 0))
+    return collections.Counter({"by recap": by_recap,
+                                "by driver": int(t.get("recaptured", 0)) - by_recap,
+                                "fallback": int(t.get("fallbacks", 0)),
+                                "fresh": int(t.get("fresh", 0))})
+
+
 def format_hows(counts):
     if not counts:
         return "no instantiate events"

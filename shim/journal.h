@@ -25,6 +25,7 @@ struct journal_op {
     CUgraphNodeType creates;        /* node the call adds, if creates_node */
     int creates_node;
     CUgraphNode node;               /* that node, where recap learned it */
+    int node_holds_call_function;   /* its kernel params name the call's CUfunction */
 };
 
 struct journal_chunk;

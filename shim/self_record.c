@@ -300,19 +300,37 @@ static CUresult set_copy_side(CUmemorytype type, CUdeviceptr *device, const void
     return CUDA_SUCCESS;
 }
 
-static CUresult apply_to_node(CUgraphNode node, const struct call_view *v, const char **call)
+static CUresult apply_to_node(struct journal_op *op, const struct call_view *v, const char **call)
 {
+    CUgraphNode node = op->node;
     CUresult r;
     switch (v->cls) {
     case CALL_KERNEL: {
         CUDA_KERNEL_NODE_PARAMS p;
+        if (op->node_holds_call_function) {
+            /* Seen before: the node's parameters are the call's own, so
+             * they are written without asking for them first. */
+            p = (CUDA_KERNEL_NODE_PARAMS){
+                .func = v->f, .gridDimX = v->dims[0], .gridDimY = v->dims[1],
+                .gridDimZ = v->dims[2], .blockDimX = v->dims[3], .blockDimY = v->dims[4],
+                .blockDimZ = v->dims[5], .sharedMemBytes = v->dims[6],
+                .kernelParams = v->params, .extra = v->params ? NULL : v->extra,
+            };
+            *call = "cuGraphKernelNodeSetParams_v2";
+            return DRV_REAL(cuGraphKernelNodeSetParams_v2)(node, &p);
+        }
         *call = "cuGraphKernelNodeGetParams_v2";
         if ((r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(node, &p)) != CUDA_SUCCESS)
             return r;
+        /* A library kernel may be held as its CUkernel: then the node's
+         * own parameters stay the base of every write. */
+        int same_function = p.func == v->f && p.kern == NULL;
         p.kernelParams = v->params;
         p.extra = v->params ? NULL : v->extra;
         *call = "cuGraphKernelNodeSetParams_v2";
-        return DRV_REAL(cuGraphKernelNodeSetParams_v2)(node, &p);
+        r = DRV_REAL(cuGraphKernelNodeSetParams_v2)(node, &p);
+        op->node_holds_call_function = r == CUDA_SUCCESS && same_function;
+        return r;
     }
     case CALL_MEMSET: {
         CUDA_MEMSET_NODE_PARAMS p;
@@ -464,7 +482,7 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
 
     if (!same) {
         const char *call = NULL;
-        CUresult r = apply_to_node(op->node, &cur, &call);
+        CUresult r = apply_to_node(op, &cur, &call);
         if (r != CUDA_SUCCESS) {
             snprintf(why, len, "%s failed (%s) for %s", call, drv_result_name(r),
                      drv_table[id].symbol);
