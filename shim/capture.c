@@ -374,16 +374,19 @@ static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *
     }
     if (q.status == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    /* As measured on driver 580 (tests/standin/READINGS.md): an
+     * invalidated capture reports its status only, and no dependency is a
+     * NULL array. */
     *q.status = cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                  : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    if (q.id)
-        *q.id = cap->app_capture_id;
     if (cap->invalidated)
         return CUDA_SUCCESS;
+    if (q.id)
+        *q.id = cap->app_capture_id;
     if (q.graph)
         *q.graph = graph_rec_graph(cap->target);
     if (q.deps)
-        *q.deps = deps;
+        *q.deps = n ? deps : NULL;
     if (q.ndeps)
         *q.ndeps = n;
     if (q.edges)
@@ -874,17 +877,17 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
 }
 
 /* The end of a capture recap records itself, as the driver would end it.
- * Returns 1 with *result when that is the program's answer (the capture
- * may go on: a wrong thread), 0 when the capture switched to a driver
- * capture, which the common path ends. Caller holds cap->lock. */
+ * Returns 1 with *result when that is the program's answer, 0 when the
+ * capture switched to a driver capture, which the common path ends.
+ * Caller holds cap->lock. */
 static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
 {
-    if (cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(pthread_self(), cap->owner)) {
-        /* The driver's answer, and it invalidates the capture
-         * (tests/standin/READINGS.md). */
+    int wrong_thread = cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+                       !pthread_equal(pthread_self(), cap->owner);
+    if (wrong_thread) {
+        /* The driver's answer, and the capture is over (measured:
+         * tests/standin/READINGS.md); the program gets no graph. */
         cap->invalidated = 1;
-        *result = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
-        return 1;
     }
     char why[200];
     if (!cap->invalidated && cap->by_recap && !self_record_complete(cap->self, why, sizeof why))
@@ -896,8 +899,10 @@ static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
     if (cap->invalidated) {
         cache_graph_discard(cap->target);
         cap->target = NULL;
-        *phGraph = NULL;
-        *result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        if (!wrong_thread)
+            *phGraph = NULL;
+        *result = wrong_thread ? CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+                               : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else {
         nodes = cap->target->nodes;
         *phGraph = graph_rec_graph(cap->target);
