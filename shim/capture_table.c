@@ -11,6 +11,7 @@
 #include "shim/capture_table.h"
 
 int ctab_journaled;
+int ctab_self_recorded;    /* nothing records a capture itself yet */
 
 static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct capture *active[256];
@@ -169,4 +170,5 @@ void ctab_after_fork_child(void)
     }
     nactive = 0;
     ctab_journaled = 0;
+    ctab_self_recorded = 0;
 }

@@ -74,6 +74,18 @@ static inline int capture_any_journaled(void)
     return __atomic_load_n(&ctab_journaled, __ATOMIC_RELAXED) != 0;
 }
 
+/* Number of captures recap is recording itself, with no driver capture
+ * behind them (issue 13: a repeat capture on a driver without
+ * cuStreamBeginRecaptureToGraph). The guard wrappers (driver_api.def, role
+ * guard:K) read it to pass the calls the driver would refuse during a
+ * capture straight through when zero: one relaxed load, as above. */
+extern int ctab_self_recorded;
+
+static inline int capture_any_self_recorded(void)
+{
+    return __atomic_load_n(&ctab_self_recorded, __ATOMIC_RELAXED) != 0;
+}
+
 struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream);
 
 /* A new capture (one reference, held by the caller), not yet registered. */
