@@ -1,0 +1,120 @@
+/*
+ * test_capture_guard.c - shim/capture_guard.c alone, against a fake driver
+ * table: each thread's capture mode follows its successful
+ * cuThreadExchangeStreamCaptureMode calls (and only those), the hook hands
+ * the driver's result and the previous mode back unchanged, and
+ * capture_on_guard (a pass-through until self-recording exists) makes the
+ * call it was given.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+
+#include "shim/capture_guard.h"
+
+/* What capture_guard.c links against, in place of driver_api.c. */
+void *drv_real_fn[DRV_COUNT];
+
+static enum drv_id invoked_id;
+static const union drv_args *invoked_args;
+
+CUresult drv_invoke(enum drv_id id, const union drv_args *a)
+{
+    invoked_id = id;
+    invoked_args = a;
+    return (CUresult)4242;
+}
+
+/* The driver's semantics, with a result the test chooses. */
+static __thread CUstreamCaptureMode driver_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+static CUresult driver_result = CUDA_SUCCESS;
+static int driver_calls;
+
+static CUresult CUDAAPI fake_exchange(CUstreamCaptureMode *mode)
+{
+    driver_calls++;
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (driver_result != CUDA_SUCCESS)
+        return driver_result;
+    CUstreamCaptureMode old = driver_mode;
+    driver_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+static void install(void)
+{
+    drv_real_fn[DRV_cuThreadExchangeStreamCaptureMode] = (void *)fake_exchange;
+}
+
+TestSuite(capture_guard, .init = install);
+
+Test(capture_guard, a_thread_starts_in_global_mode)
+{
+    cr_expect_eq(capture_thread_mode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+Test(capture_guard, the_mode_follows_each_exchange)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    cr_assert_eq(capture_on_exchange_mode(&m), CUDA_SUCCESS);
+    cr_expect_eq(m, CU_STREAM_CAPTURE_MODE_GLOBAL, "the previous mode comes back");
+    cr_expect_eq(capture_thread_mode(), CU_STREAM_CAPTURE_MODE_RELAXED);
+
+    m = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    cr_assert_eq(capture_on_exchange_mode(&m), CUDA_SUCCESS);
+    cr_expect_eq(m, CU_STREAM_CAPTURE_MODE_RELAXED);
+    cr_expect_eq(capture_thread_mode(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+
+    /* The usual save/restore pair. */
+    cr_assert_eq(capture_on_exchange_mode(&m), CUDA_SUCCESS);
+    cr_expect_eq(m, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    cr_expect_eq(capture_thread_mode(), CU_STREAM_CAPTURE_MODE_RELAXED);
+    cr_expect_eq(driver_calls, 3);
+}
+
+Test(capture_guard, a_failed_exchange_changes_nothing)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    driver_result = CUDA_ERROR_NOT_INITIALIZED;
+    cr_expect_eq(capture_on_exchange_mode(&m), CUDA_ERROR_NOT_INITIALIZED);
+    cr_expect_eq(m, CU_STREAM_CAPTURE_MODE_RELAXED);
+    cr_expect_eq(capture_thread_mode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+    driver_result = CUDA_SUCCESS;
+    /* NULL goes to the driver as it is, which answers the error. */
+    cr_expect_eq(capture_on_exchange_mode(NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(capture_thread_mode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+    cr_expect_eq(driver_calls, 2);
+}
+
+static void *other_thread(void *arg)
+{
+    CUstreamCaptureMode *seen = arg;
+    seen[0] = capture_thread_mode();
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    capture_on_exchange_mode(&m);
+    seen[1] = capture_thread_mode();
+    return NULL;
+}
+
+Test(capture_guard, each_thread_has_its_own_mode)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    cr_assert_eq(capture_on_exchange_mode(&m), CUDA_SUCCESS);
+    CUstreamCaptureMode seen[2] = { -1, -1 };
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, other_thread, seen), 0);
+    pthread_join(t, NULL);
+    cr_expect_eq(seen[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+    cr_expect_eq(seen[1], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    cr_expect_eq(capture_thread_mode(), CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+Test(capture_guard, the_guard_hook_makes_the_call_it_was_given)
+{
+    union drv_args a = { .cuStreamSynchronize = { (CUstream)0x1234 } };
+    cr_expect_eq(capture_on_guard(DRV_cuStreamSynchronize, &a), (CUresult)4242);
+    cr_expect_eq(invoked_id, DRV_cuStreamSynchronize);
+    cr_expect_eq(invoked_args, &a);
+    cr_expect_eq(invoked_args->cuStreamSynchronize.hStream, (CUstream)0x1234);
+}
