@@ -23,6 +23,9 @@
 #     driver's recapture API against the stand-in's readings: PASS when each
 #     matches a stand-in setting (its SETTINGS line is printed), FAIL naming
 #     the points no setting models, SKIP on a driver without the API (13.0);
+#     capture_semantics (the capture prohibitions and queries a program
+#     observes) runs plain and under recap and must print the same; its
+#     plain output is compared with capture_semantics.expected (reported);
 #     Last, `recap doctor` on this machine and on two of the programs (PASS
 #     when it says recap can act; its report goes into the summary);
 # (d) prints one PASS/FAIL/SKIP line per program and a summary line
@@ -172,6 +175,7 @@ build_bg driver_api build_driver_api
 build_bg overlap "$NVCC" "${CUFLAGS[@]}" "$HERE/overlap.cu" -o "$BIN/overlap"
 build_bg memory_growth "$NVCC" "${CUFLAGS[@]}" "$HERE/memory_growth.cu" -o "$BIN/memory_growth"
 build_bg two_devices "$NVCC" "${CUFLAGS[@]}" "$HERE/two_devices.cu" -o "$BIN/two_devices"
+build_bg capture_semantics "$NVCC" "${CUFLAGS[@]}" -I"$HERE" "$HERE/capture_semantics.cu" -o "$BIN/capture_semantics"
 for i in "${!BUILD_PIDS[@]}"; do
     if wait "${BUILD_PIDS[$i]}"; then
         BUILD_STATUS[${BUILD_NAMES[$i]}]=ok
@@ -353,6 +357,58 @@ run_conformance() {
 }
 
 run_conformance
+
+# What a program observes of a capture (prohibited calls per mode and thread,
+# invalidation, capture queries): the same without and with recap (default
+# mode), byte for byte. No log checks: it makes no instantiations to reuse.
+# Its plain output is also compared with capture_semantics.expected (driver
+# 580.159, CUDA 13.0; the facts tests/standin/READINGS.md "Capture
+# prohibitions" models): a difference is reported, not failed, since another
+# driver may differ; then the stand-in's readings need a look.
+run_semantics() {
+    local name=capture_semantics dir=$LOGS/capture_semantics limit rc_plain rc_recap problems=()
+    selected "$name" || return 0
+    mkdir -p "$dir"
+    if [ "${BUILD_STATUS[$name]}" != ok ]; then
+        report FAIL "$name" "build failed, see logs/build-$name.txt:"
+        tail -n 15 "$LOGS/build-$name.txt" | sed 's/^/      /' | tee -a "$SUMMARY"
+        return
+    fi
+    limit=$(run_timeout) || { report FAIL "$name" "not run: time budget spent"; return; }
+    timeout -k 5 "$limit" env -u LD_PRELOAD -u RECAP_LOG -u RECAP_VERBOSE "$BIN/$name" \
+        >"$dir/plain.out" 2>"$dir/plain.err"
+    rc_plain=$?
+    if [ "$rc_plain" -eq 77 ]; then
+        report SKIP "$name" "$(grep -m1 '^SKIP' "$dir/plain.out" || echo 'exit 77')"
+        return
+    fi
+    [ "$rc_plain" -eq 0 ] || problems+=("plain run (without recap): $(exit_detail "$rc_plain")")
+    limit=$(run_timeout) || { report FAIL "$name" "not run under recap: time budget spent"; return; }
+    timeout -k 5 "$limit" env -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG \
+        LD_PRELOAD="$LIB" RECAP_LOG="$dir/recap.jsonl" "$BIN/$name" >"$dir/recap.out" 2>"$dir/recap.err"
+    rc_recap=$?
+    [ "$rc_recap" -eq 0 ] || problems+=("run under recap: $(exit_detail "$rc_recap")")
+    if ! same_bytes "$dir/plain.out" "$dir/recap.out"; then
+        diff "$dir/plain.out" "$dir/recap.out" >"$dir/stdout.diff" 2>&1
+        problems+=("stdout differs from the plain run (logs/$name/stdout.diff)")
+    fi
+    local reference="matches capture_semantics.expected"
+    if ! same_bytes "$dir/plain.out" "$HERE/capture_semantics.expected"; then
+        diff "$HERE/capture_semantics.expected" "$dir/plain.out" >"$dir/expected.diff" 2>&1
+        reference="differs from capture_semantics.expected ($(grep -c '^[<>]' "$dir/expected.diff") lines, logs/$name/expected.diff; $(head -n 1 "$dir/plain.err"))"
+    fi
+    if [ "${#problems[@]}" -eq 0 ]; then
+        report PASS "$name" "$(grep -c . "$dir/plain.out") observations identical under recap; $reference"
+    else
+        local joined
+        joined=$(printf '%s; ' "${problems[@]}")
+        report FAIL "$name" "${joined%; }; $reference"
+        tail -n 5 "$dir/plain.err" "$dir/recap.err" | sed 's/^/      /' | tee -a "$SUMMARY"
+        [ -f "$dir/stdout.diff" ] && head -n 6 "$dir/stdout.diff" | sed 's/^/      /' | tee -a "$SUMMARY"
+    fi
+}
+
+run_semantics
 
 gpu_count() {
     "$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null ||

@@ -12,7 +12,9 @@
  * Rules followed, from the driver documentation of cuStreamBeginCapture,
  * cuStreamEndCapture, cuThreadExchangeStreamCaptureMode,
  * cuStreamGetCaptureInfo and the programming guide's "Prohibited and
- * Unhandled Operations": an invalid operation invalidates every capture it
+ * Unhandled Operations", corrected where a real driver (580.159) was
+ * measured to differ (READINGS.md "Capture prohibitions",
+ * tests/gpu/capture_semantics.expected): an invalid operation invalidates every capture it
  * concerns; later work on an invalidated capture returns
  * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; the end always takes every stream of
  * the capture out of capture.
@@ -89,11 +91,17 @@ CUresult si_capture_unsafe_call(const char *what)
     return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
-/* Synchronous APIs enqueue on the default stream and wait for it. */
+/* Synchronous copies and memsets enqueue on the default stream and wait for
+ * it. Measured (driver 580.159, READINGS.md "Capture prohibitions"): they are
+ * not potentially unsafe calls: whatever the modes and the thread, they fail
+ * only where the legacy stream conflicts with a capturing blocking stream
+ * (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, invalidating it), and succeed while
+ * only non-blocking streams capture, even in a GLOBAL capture on its own
+ * thread. */
 CUresult si_sync_default_stream(bool ptds, const char *what, struct si_stream **out)
 {
-    CUresult rc = si_capture_unsafe_call(what);
-    if (rc || (rc = si_stream_get(NULL, ptds, out)) || (rc = si_capture_gate(*out))) return rc;
+    CUresult rc = si_stream_get(NULL, ptds, out);
+    if (rc || (rc = si_capture_gate(*out))) return rc;
     if ((*out)->cap) {
         si_capture_invalidate((*out)->cap, what);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -159,6 +167,12 @@ CUresult si_capture_event_wait(struct si_stream *s, struct si_event *ev, unsigne
         np.eventWait.event = (CUevent)ev;
         rc = si_params_build(&p, &np, s->ctx);
         return rc ? rc : si_capture_add_node(s, &p, NULL);
+    }
+    if (ev->cap_id && !ec) {
+        /* Measured: an event last recorded in a capture that has ended is
+         * refused, and a capture waiting on it is invalidated. */
+        if (s->cap) si_capture_invalidate(s->cap, "wait on an event of an ended capture");
+        return CUDA_ERROR_INVALID_VALUE;
     }
     if (!s->cap) { /* fork: the stream joins the event's capture */
         if (ec->rc && (rc = si_recapture_gate(ec))) return rc;
@@ -308,7 +322,12 @@ static CUresult end_capture(CUstream h, bool ptsz, CUgraph *phGraph)
         return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
     }
     if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(c->thread, pthread_self())) {
+        /* Measured: the capture is over (every stream reports NONE after),
+         * with no graph. */
         si_capture_invalidate(c, "capture ended from another thread");
+        *phGraph = NULL;
+        if (c->graph_owned) si_graph_free(c->graph);
+        capture_detach(c);
         return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     }
     if (c->rc && si_recapture_silent(c)) rc = CUDA_ERROR_GRAPH_RECAPTURE_FAILURE;
@@ -350,14 +369,14 @@ static CUresult capture_query(CUstream h, bool ptsz, const struct capture_query 
         *q->status = CU_STREAM_CAPTURE_STATUS_NONE;
         return CUDA_SUCCESS;
     }
-    if (q->id) *q->id = c->id;
-    if (c->invalidated) {
+    if (c->invalidated) { /* measured: only the status is written */
         *q->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
         return CUDA_SUCCESS;
     }
     *q->status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (q->id) *q->id = c->id;
     if (q->graph) *q->graph = (CUgraph)c->graph;
-    if (q->deps) *q->deps = (const CUgraphNode *)s->deps.v;
+    if (q->deps) *q->deps = s->deps.n ? (const CUgraphNode *)s->deps.v : NULL; /* measured: NULL for none */
     if (q->ndeps) *q->ndeps = s->deps.n;
     if (q->edata) {
         if (s->zero_edges_len < s->deps.n + 1) {
@@ -428,8 +447,10 @@ SI_API(cuStreamUpdateCaptureDependencies_v2_ptsz, (CUstream h, CUgraphNode *deps
 SI_EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
     SI_ENTER(cuThreadExchangeStreamCaptureMode);
-    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-        return si_leave(CUDA_ERROR_INVALID_VALUE);
+    /* Measured: a mode out of range is taken (CUDA_SUCCESS) and handed back
+     * by the next exchange; the stand-in treats it as THREAD_LOCAL (what
+     * the driver then prohibits was not measured). */
+    if (!mode) return si_leave(CUDA_ERROR_INVALID_VALUE);
     CUstreamCaptureMode old = si_tls.mode;
     si_tls.mode = *mode;
     *mode = old;

@@ -116,8 +116,12 @@ SI_API(cuStreamGetFlags_ptsz, (CUstream h, unsigned int *flags), stream_flags(h,
 SI_API(cuStreamGetPriority, (CUstream h, int *priority), stream_flags(h, false, NULL, priority))
 SI_API(cuStreamGetPriority_ptsz, (CUstream h, int *priority), stream_flags(h, true, NULL, priority))
 
-/* Synchronising or querying a capturing stream is invalid: it does not
- * represent work scheduled for execution. */
+/* Synchronising or querying a capturing stream is invalid whatever the
+ * modes: it does not represent work scheduled for execution. Measured
+ * (READINGS.md "Capture prohibitions"): synchronising or querying any other
+ * stream, non-blocking ones included, is a potentially unsafe call; the
+ * legacy stream while a blocking stream captures is an implicit dependency
+ * (si_capture_gate). */
 static CUresult stream_wait_idle(CUstream hStream, bool ptsz, bool query)
 {
     struct si_stream *s;
@@ -127,6 +131,7 @@ static CUresult stream_wait_idle(CUstream hStream, bool ptsz, bool query)
         si_capture_invalidate(s->cap, query ? "capturing stream queried" : "capturing stream synchronised");
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
+    if ((rc = si_capture_unsafe_call(query ? "cuStreamQuery" : "cuStreamSynchronize"))) return rc;
     if (!si_async_active()) return CUDA_SUCCESS;
     return query ? si_async_query_stream(s) : si_async_sync_stream(s);
 }
@@ -211,7 +216,7 @@ static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, unsigned fla
     if (s->cap || (ev->cap_id && si_capture_by_id(ev->cap_id)))
         return si_capture_event_wait(s, ev, flags);
     if (flags & CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE; /* only in capture */
-    if (ev->cap_id) return CUDA_ERROR_CAPTURED_EVENT; /* its capture has ended */
+    if (ev->cap_id) return CUDA_ERROR_INVALID_VALUE; /* its capture has ended (measured) */
     if (!si_async_active() || !ev->at_stream || si_async_done(ev->at_stream, ev->at_seq))
         return CUDA_SUCCESS; /* everything recorded has already run */
     struct si_work *w = si_work_new(SI_WORK_WAIT);
@@ -225,11 +230,14 @@ SI_API(cuStreamWaitEvent_ptsz, (CUstream s, CUevent e, unsigned int flags),
        stream_wait_event(s, e, flags, true))
 
 /* An event last recorded in a capture stands for no scheduled work:
- * querying or synchronising it is refused and invalidates that capture. */
+ * querying or synchronising it is refused and invalidates that capture
+ * (CUDA_ERROR_CAPTURED_EVENT, whatever the modes); once that capture has
+ * ended the event is refused with CUDA_ERROR_INVALID_VALUE (measured). */
 static CUresult captured_event_use(struct si_event *ev, const char *what)
 {
     struct si_capture *c = si_capture_by_id(ev->cap_id);
-    if (c) si_capture_invalidate(c, what);
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    si_capture_invalidate(c, what);
     return CUDA_ERROR_CAPTURED_EVENT;
 }
 
@@ -255,6 +263,7 @@ static CUresult event_query(CUevent hEvent)
     CUresult rc = si_get(hEvent, SI_EVENT, &ev);
     if (rc) return rc;
     if (ev->cap_id) return captured_event_use(ev, "captured event queried");
+    if ((rc = si_capture_unsafe_call("cuEventQuery"))) return rc; /* measured */
     return event_pending(ev) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 

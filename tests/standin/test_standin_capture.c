@@ -99,8 +99,16 @@ Test(capture, end_from_another_thread, .init = setup)
     CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CK(launch_int(fx.add, fx.s1, fx.buf, 1));
     cr_assert_eq(end_from_other_thread(fx.s1, &g), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
-    cr_assert_eq(cuStreamEndCapture(fx.s1, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     cr_assert_null(g);
+    /* measured (driver 580.159): the refused end is the end of the capture */
+    CUstreamCaptureStatus st;
+    CK(cuStreamIsCapturing(fx.s1, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    cr_assert_eq(cuStreamEndCapture(fx.s1, &g), CUDA_ERROR_ILLEGAL_STATE);
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    cr_assert_eq(end_from_other_thread(fx.s1, &g), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+    CK(cuStreamIsCapturing(fx.s1, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
     CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_RELAXED));
     CK(launch_int(fx.add, fx.s1, fx.buf, 1));
     CK(end_from_other_thread(fx.s1, &g));
@@ -239,8 +247,15 @@ Test(capture, unsafe_calls_per_mode, .init = setup)
     cr_assert_eq(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    cr_assert_eq(cuMemcpyHtoD(fx.buf, &d, 4), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamSynchronize(fx.s2), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* measured: a synchronous copy or memset is no potentially unsafe call:
+     * with only non-blocking streams capturing it runs, even in a global
+     * capture on the capturing thread */
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(cuMemcpyDtoD(fx.buf2, fx.buf, 4));
+    CK(cuMemsetD8(fx.buf2, 0, 4));
+    CK(end_status(fx.s1));
     /* relaxed: nothing is prohibited */
     CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_RELAXED));
     CK(cuMemAlloc(&d, 64));
@@ -287,6 +302,89 @@ Test(capture, synchronising_or_querying_capture, .init = setup)
     cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 }
 
+static CUresult sync_from_other_thread_rc;
+static void *sync_elsewhere(void *p)
+{
+    CK(cuCtxSetCurrent(fx.ctx));
+    sync_from_other_thread_rc = cuStreamSynchronize((CUstream)p);
+    return NULL;
+}
+
+/* Measured on driver 580.159 (READINGS.md "Capture prohibitions"):
+ * synchronising or querying a stream that does not capture, and querying or
+ * synchronising an event recorded outside the capture, are potentially
+ * unsafe calls; an event recorded in a capture that has ended is refused
+ * with CUDA_ERROR_INVALID_VALUE. */
+Test(capture, potentially_unsafe_syncs_and_ended_capture_events, .init = setup)
+{
+    CUevent before, in;
+    CUstreamCaptureStatus st;
+    pthread_t t;
+    CK(cuEventCreate(&before, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&in, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventRecord(before, fx.s2));
+    /* global capture: this thread and other global-mode threads */
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuStreamQuery(fx.s2), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuEventQuery(before), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuEventSynchronize(before), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    pthread_create(&t, NULL, sync_elsewhere, fx.s2);
+    pthread_join(t, NULL);
+    cr_assert_eq(sync_from_other_thread_rc, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* the legacy stream while only a non-blocking stream captures: unsafe, no conflict */
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuStreamSynchronize(CU_STREAM_LEGACY), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* thread-local: another thread may */
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    pthread_create(&t, NULL, sync_elsewhere, fx.s2);
+    pthread_join(t, NULL);
+    CK(sync_from_other_thread_rc);
+    CK(cuStreamIsCapturing(fx.s1, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CK(end_status(fx.s1));
+    /* relaxed: all of them run */
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CK(cuStreamQuery(fx.s2));
+    CK(cuEventQuery(before));
+    CK(cuEventSynchronize(before));
+    CK(cuStreamSynchronize(CU_STREAM_LEGACY));
+    CK(end_status(fx.s1));
+    /* an event of an ended capture */
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(launch_int(fx.add, fx.s1, fx.buf, 1));
+    CK(cuEventRecord(in, fx.s1));
+    CK(end_status(fx.s1));
+    cr_assert_eq(cuEventQuery(in), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuEventSynchronize(in), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuStreamWaitEvent(fx.s2, in, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamIsCapturing(fx.s2, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuStreamWaitEvent(fx.s1, in, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamIsCapturing(fx.s1, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CK(cuEventRecord(in, fx.s2)); /* recorded outside: usable again */
+    CK(cuEventSynchronize(in));
+    /* an out-of-range thread mode is taken and handed back */
+    CUstreamCaptureMode m = (CUstreamCaptureMode)7;
+    CK(cuThreadExchangeStreamCaptureMode(&m));
+    cr_assert_eq(m, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    m = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    CK(cuThreadExchangeStreamCaptureMode(&m));
+    cr_assert_eq((int)m, 7);
+    CK(cuEventDestroy(before));
+    CK(cuEventDestroy(in));
+}
+
 Test(capture, legacy_stream_during_capture, .init = setup)
 {
     CUstream blocking;
@@ -321,9 +419,11 @@ Test(capture, capture_queries, .init = setup)
     CK(cuStreamGetCaptureInfo(fx.s1, &st, &id1, &qg, &deps, &edata, &nd));
     cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
     CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    deps = (const CUgraphNode *)&nd;
     CK(cuStreamGetCaptureInfo(fx.s1, &st, &id1, &qg, &deps, &edata, &nd));
     cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
     cr_assert_eq(nd, 0);
+    cr_assert_null(deps, "measured: no dependencies come back as NULL");
     CK(launch_int(fx.fill, fx.s1, fx.buf, 1));
     CK(cuStreamGetCaptureInfo(fx.s1, &st, &id2, &qg, &deps, &edata, &nd));
     cr_assert_eq(id2, id1);
@@ -352,8 +452,21 @@ Test(capture, capture_queries, .init = setup)
     CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CK(cuStreamGetCaptureInfo(fx.s1, &st, &id2, NULL, NULL, NULL, NULL));
     cr_assert_neq(id2, id1, "each capture sequence has its own id");
+    cr_assert_eq(id2, id1 + 1, "measured: ids count up by one");
     CK(end_status(fx.s1));
     CK(cuGraphDestroy(g));
+    /* measured: an invalidated capture reports only its status */
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuStreamSynchronize(fx.s1), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    id2 = 12345;
+    nd = 777;
+    qg = NULL;
+    CK(cuStreamGetCaptureInfo(fx.s1, &st, &id2, &qg, &deps, NULL, &nd));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    cr_assert_eq(id2, 12345);
+    cr_assert_eq(nd, 777);
+    cr_assert_null(qg);
+    cr_assert_eq(end_status(fx.s1), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 }
 
 Test(capture, capture_to_existing_graph, .init = setup)
