@@ -558,6 +558,150 @@ CUresult capture_on_op(enum drv_id id, union drv_args *a)
     return r;
 }
 
+/* --- calls a driver capture would refuse ------------------------------------------ */
+
+/* While recap records a capture itself the driver does not know of it, so
+ * each call it would have refused (measured on driver 580: READINGS.md,
+ * "Capture prohibitions") is looked at first. Where this thread may end
+ * the capture, it becomes a driver capture and the driver answers the call
+ * itself; elsewhere recap gives the driver's answer: the error, and the
+ * capture invalidated. */
+
+enum guard_rule {
+    RULE_NONE,
+    RULE_UNSAFE,        /* refused by the capture modes (thread mode, owner) */
+    RULE_ALWAYS,        /* refused whatever the modes: sync of what captures */
+    RULE_EVENT,         /* an event recorded in the capture */
+    RULE_LEGACY         /* the legacy stream, against a blocking capturing stream */
+};
+
+struct guard_check {
+    enum drv_id id;
+    union drv_args *args;
+    CUstreamCaptureMode thread_mode;
+    CUresult answer;            /* CUDA_SUCCESS: the driver answers */
+};
+
+static int is_member(const struct capture *cap, const void *key)
+{
+    for (int i = 0; i < cap->nmembers; i++)
+        if (cap->member_keys[i] == key)
+            return 1;
+    return 0;
+}
+
+static int recorded_event(const struct capture *cap, CUevent event)
+{
+    for (int i = 0; event && i < cap->nevents; i++)
+        if (cap->events[i] == event)
+            return 1;
+    return 0;
+}
+
+/* Whether some stream of the capture synchronises with the legacy stream:
+ * the per-thread default stream does, a stream created non-blocking does
+ * not (asked of the driver only here, on a refused call's path). */
+static int has_blocking_member(const struct capture *cap)
+{
+    for (int i = 0; i < cap->nmembers; i++) {
+        const void *key = cap->member_keys[i];
+        if (key == ctab_stream_ref(DRV_cuLaunchKernel_ptsz, NULL).key)
+            return 1;
+        unsigned flags = 0;
+        if (DRV_REAL(cuStreamGetFlags)((CUstream)key, &flags) != CUDA_SUCCESS ||
+            !(flags & CU_STREAM_NON_BLOCKING))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_legacy(CUstream real)
+{
+    return real == CU_STREAM_LEGACY;
+}
+
+/* Which rule refuses the call during `cap`, or RULE_NONE. */
+static enum guard_rule guard_rule_for(const struct capture *cap, const struct guard_check *g)
+{
+    enum drv_id id = g->id;
+    const struct drv_entry *e = &drv_table[id];
+    int mine = pthread_equal(pthread_self(), cap->owner);
+    int unsafe = g->thread_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+                 ((mine && cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+                  (!mine && g->thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                   cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL));
+    switch ((enum drv_guard_kind)e->guard_kind) {
+    case DRV_GUARD_SYNC_CTX:
+        return RULE_ALWAYS;
+    case DRV_GUARD_SYNC_STREAM: {
+        struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, g->args));
+        if (is_member(cap, s.key))
+            return RULE_ALWAYS;
+        if (is_legacy(s.real))
+            return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
+        return unsafe ? RULE_UNSAFE : RULE_NONE;
+    }
+    case DRV_GUARD_SYNC_EVENT: {
+        CUevent first = drv_args_event(id, g->args), second = drv_args_second_event(id, g->args);
+        if (recorded_event(cap, first) || recorded_event(cap, second))
+            return RULE_EVENT;
+        return second == NULL && unsafe ? RULE_UNSAFE : RULE_NONE;    /* cuEventQuery */
+    }
+    case DRV_GUARD_UNSAFE:
+        if (id == DRV_cuEventSynchronize && recorded_event(cap, drv_args_event(id, g->args)))
+            return RULE_EVENT;
+        if (strncmp(e->base, "cuMemcpy", 8) == 0 || strncmp(e->base, "cuMemset", 8) == 0) {
+            /* Synchronous copies and memsets run on a default stream. */
+            if (e->ptds)
+                return is_member(cap, ctab_stream_ref(id, NULL).key) ? RULE_ALWAYS : RULE_NONE;
+            return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
+        }
+        return unsafe ? RULE_UNSAFE : RULE_NONE;
+    default:
+        return RULE_NONE;
+    }
+}
+
+static const char *const rule_reasons[] = {
+    [RULE_UNSAFE] = "the program made a call its capture mode prohibits",
+    [RULE_ALWAYS] = "the program synchronised or queried what the capture holds",
+    [RULE_EVENT] = "the program used an event recorded in the capture",
+    [RULE_LEGACY] = "the program used the legacy stream during the capture",
+};
+
+static const CUresult rule_errors[] = {
+    [RULE_UNSAFE] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+    [RULE_ALWAYS] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+    [RULE_EVENT] = CUDA_ERROR_CAPTURED_EVENT,
+    [RULE_LEGACY] = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+};
+
+static void guard_one(struct capture *cap, void *arg)
+{
+    struct guard_check *g = arg;
+    pthread_mutex_lock(&cap->lock);
+    if ((cap->by_recap || cap->no_driver_capture) && !cap->invalidated) {
+        enum guard_rule rule = guard_rule_for(cap, g);
+        if (rule != RULE_NONE) {
+            fall_back(cap, rule_reasons[rule]);
+            if (cap->no_driver_capture) {
+                cap->invalidated = 1;
+                if (g->answer == CUDA_SUCCESS)
+                    g->answer = rule_errors[rule];
+            }
+        }
+    }
+    pthread_mutex_unlock(&cap->lock);
+}
+
+CUresult capture_on_guarded_call(enum drv_id id, union drv_args *args,
+                                 CUstreamCaptureMode thread_mode)
+{
+    struct guard_check g = { id, args, thread_mode, CUDA_SUCCESS };
+    ctab_each_self_recorded(guard_one, &g);
+    return g.answer;
+}
+
 /* --- begin -------------------------------------------------------------------- */
 
 /* What a site may do with this capture, and why not more. Caller holds
@@ -676,14 +820,14 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
         cap->self = malloc(sizeof *cap->self);
         cap->target = target;
         cap->path = PATH_RECAPTURE;
-        cap->by_recap = cap->self != NULL;
+        cap->by_recap = cap->began_by_recap = cap->self != NULL;
         cap->reason[0] = '\0';
         if (cap->self)
             self_record_start(cap->self, target->recording, s.key);
         cap->app_capture_id = __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
         r = CUDA_SUCCESS;
         if (!cap->self || !ctab_register(cap)) {
-            cap->by_recap = 0;
+            cap->by_recap = cap->began_by_recap = 0;
             cache_graph_discard(target);
             cap->target = NULL;
             cap->path = PATH_FRESH;
@@ -841,7 +985,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
         .site = site, .seq = cap->seq, .path = path_names[cap->path],
         .reason = cap->path == PATH_RECAPTURE ? NULL : cap->reason,
         .nodes = nodes, .us = runtime_now_us() - cap->t0, .result = r,
-        .by = cap->path != PATH_RECAPTURE ? NULL : cap->by_recap ? "recap" : "driver",
+        .by = cap->path != PATH_RECAPTURE ? NULL : cap->began_by_recap ? "recap" : "driver",
     };
     pthread_mutex_lock(&cap->changes_lock);
     rep.changed = cap->eligible + cap->ineligible + cap->errors;
@@ -854,7 +998,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
     struct site_counters *c = &site->count;
     c->captures++;
     switch (cap->path) {
-    case PATH_RECAPTURE: c->recaptured++, c->by_recap += cap->by_recap; break;
+    case PATH_RECAPTURE: c->recaptured++, c->by_recap += cap->began_by_recap; break;
     case PATH_FALLBACK: c->fallbacks++; break;
     case PATH_FRESH: c->fresh++; break;
     case PATH_OBSERVE: c->observed++; break;

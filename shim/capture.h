@@ -28,4 +28,13 @@ CUresult capture_on_end(enum drv_id id, CUstream hStream, CUgraph *phGraph);
  * only while some journaled capture is active. */
 CUresult capture_on_op(enum drv_id id, union drv_args *args);
 
+/* Before a call the driver refuses during a capture (driver_api.def role
+ * guard:K), made while recap records some capture itself: switches each
+ * such capture the call concerns to a driver capture where this thread
+ * may, and returns CUDA_SUCCESS (the driver answers the call), or the
+ * driver's error for a capture only its owning thread can switch (the
+ * call is then not made). */
+CUresult capture_on_guarded_call(enum drv_id id, union drv_args *args,
+                                 CUstreamCaptureMode thread_mode);
+
 #endif

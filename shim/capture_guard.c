@@ -1,10 +1,12 @@
 /*
  * capture_guard.c - guarded calls and each thread's capture mode.
  *
- * For now capture_on_guard passes every call through: nothing records a
- * capture itself yet, so it is never reached (ctab_self_recorded stays 0).
- * The self-recording engine (issue 13) gives it its body.
+ * capture_on_guard is reached only while recap records some capture
+ * itself; the capture engine decides what the driver would have done
+ * (capture.c, capture_on_guarded_call) and this makes the call.
  */
+#include "shim/cache.h"
+#include "shim/capture.h"
 #include "shim/capture_guard.h"
 
 /* What the driver holds for this thread: it starts every thread in GLOBAL. */
@@ -30,5 +32,12 @@ CUresult capture_on_exchange_mode(CUstreamCaptureMode *mode)
 
 CUresult capture_on_guard(enum drv_id id, union drv_args *args)
 {
-    return drv_invoke(id, args);
+    CUresult r = capture_on_guarded_call(id, args, thread_mode);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = drv_invoke(id, args);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && drv_table[id].oom_retry &&
+        cache_release_for_oom())
+        r = drv_invoke(id, args);
+    return r;
 }

@@ -51,6 +51,7 @@ struct capture {
      * exists while by_recap is set; learning marks a driver capture whose
      * journal notes each call's node, to be recorded against later. */
     int by_recap;                    /* counted in ctab_self_recorded */
+    int began_by_recap;              /* for the log: recap answered its begin */
     int no_driver_capture;           /* switched from by_recap, not yet begun */
     int invalidated;                 /* recap answered as the driver would */
     int learning;

@@ -273,6 +273,7 @@ enum drv_id {
     unsigned char role;       /* enum drv_role */
     unsigned char op_kind;    /* enum drv_op_kind, journaled calls only */
     unsigned char guard_kind; /* enum drv_guard_kind, guarded calls only */
+    unsigned char oom_retry;  /* a device allocation retried once on OOM (+oom) */
     void *wrapper;            /* recap's exported function, or NULL */
 };
 
@@ -344,9 +345,9 @@ def gen_table(entries):
     o.append("void *drv_real_fn[DRV_COUNT];\n\n")
     o.append("const struct drv_entry drv_table[DRV_COUNT] = {\n")
     for e in entries:
-        o.append('    [DRV_%s] = { "%s", "%s", %d, %d, DRV_ROLE_%s, %s, %s, %s },\n' % (
+        o.append('    [DRV_%s] = { "%s", "%s", %d, %d, DRV_ROLE_%s, %s, %s, %d, %s },\n' % (
             e.symbol, e.symbol, e.base, e.ver, int(e.ptds), ROLE_ENUM[e.role],
-            op_kind_enum(e), guard_kind_enum(e),
+            op_kind_enum(e), guard_kind_enum(e), int(e.oom),
             "(void *)" + e.symbol if e.wrapped else "NULL"))
     o.append("};\n\n")
     o.append("CUresult drv_invoke(enum drv_id id, const union drv_args *a)\n{\n    switch (id) {\n")

@@ -17,8 +17,10 @@
  * topology with other kernel arguments, so that a cached graph would be
  * reused, and makes one observation (chosen by the iteration number) in the
  * middle. Each line prints return codes (CUresult numbers) and statuses;
- * capture ids appear only as "same"/"up" (never their values), graphs as
- * node counts and checksums of the results.
+ * capture ids appear only as "same"/"new" (never their values: a new
+ * capture's id differs from every earlier one; their order is not
+ * compared - the ids of captures recap records itself come from its own
+ * range, README.md), graphs as node counts and checksums of the results.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,7 +35,16 @@ static CUstream side;            /* ctx.stream[1], non-blocking: the fork target
 static CUstream idle_stream;     /* never captures */
 static CUevent ev_in_capture;    /* recorded inside the capture */
 static CUevent ev_prev_capture;  /* recorded inside the previous iteration's capture */
-static cuuint64_t last_id;       /* the previous capture's id */
+static cuuint64_t seen_ids[256]; /* every earlier capture's id */
+static int nseen_ids;
+
+static int id_seen(cuuint64_t id)
+{
+    for (int i = 0; i < nseen_ids; i++)
+        if (seen_ids[i] == id)
+            return 1;
+    return 0;
+}
 
 static const char *status_name(CUstreamCaptureStatus st)
 {
@@ -85,7 +96,7 @@ static void info(const char *tag, CUstream s, cuuint64_t *id_out)
     printf("  info %s: rc=%d status=%s", tag, (int)rc, status_name(st));
     if (rc == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
         const char *idword = id == 0 ? "zero" : id_out && *id_out ? (id == *id_out ? "same" : "other")
-                                                     : (id > last_id ? "up" : "not_up");
+                                                     : (id_seen(id) ? "seen" : "new");
         printf(" id=%s graph=%s n=%zu deps=%s", idword, g ? "set" : "null", n, deps ? "set" : "null");
         for (size_t i = 0; i < n; i++)
             printf(" dep%zu=%s/edge%u", i, node_type_name(deps[i]), edata ? (unsigned)edata[i].type : 99u);
@@ -299,7 +310,8 @@ static void iteration(int it)
         printf(" cap=%s", capturing(cap_stream));
         printf(" side=%s\n", capturing(side));
     }
-    if (id) last_id = id;
+    if (id && !id_seen(id) && nseen_ids < 256)
+        seen_ids[nseen_ids++] = id;
     if (graph) {
         rc = cuGraphInstantiateWithFlags(&exec, graph, 0);
         printf("  instantiate: rc=%d", (int)rc);

@@ -3,25 +3,52 @@
  * table: each thread's capture mode follows its successful
  * cuThreadExchangeStreamCaptureMode calls (and only those), the hook hands
  * the driver's result and the previous mode back unchanged, and
- * capture_on_guard (a pass-through until self-recording exists) makes the
- * call it was given.
+ * capture_on_guard makes the call it was given unless the capture engine
+ * answers it (then the driver is not called), and retries a device
+ * allocation once after the cache let go of its memory.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
 
+#include "shim/cache.h"
+#include "shim/capture.h"
 #include "shim/capture_guard.h"
 
 /* What capture_guard.c links against, in place of driver_api.c. */
 void *drv_real_fn[DRV_COUNT];
 
+const struct drv_entry drv_table[DRV_COUNT] = { [DRV_cuMemAlloc_v2] = { .oom_retry = 1 } };
+
 static enum drv_id invoked_id;
 static const union drv_args *invoked_args;
+static int invocations;
+static CUresult invoke_results[2] = { (CUresult)4242, (CUresult)4242 };
 
 CUresult drv_invoke(enum drv_id id, const union drv_args *a)
 {
     invoked_id = id;
     invoked_args = a;
-    return (CUresult)4242;
+    return invoke_results[invocations++ % 2];
+}
+
+/* The capture engine's answer and the cache, as capture_guard.c sees them. */
+static CUresult engine_answer = CUDA_SUCCESS;
+static CUstreamCaptureMode engine_saw_mode;
+
+CUresult capture_on_guarded_call(enum drv_id id, union drv_args *args,
+                                 CUstreamCaptureMode thread_mode)
+{
+    (void)id, (void)args;
+    engine_saw_mode = thread_mode;
+    return engine_answer;
+}
+
+static int cache_releases;
+
+int cache_release_for_oom(void)
+{
+    cache_releases++;
+    return 1;
 }
 
 /* The driver's semantics, with a result the test chooses. */
@@ -117,4 +144,30 @@ Test(capture_guard, the_guard_hook_makes_the_call_it_was_given)
     cr_expect_eq(invoked_id, DRV_cuStreamSynchronize);
     cr_expect_eq(invoked_args, &a);
     cr_expect_eq(invoked_args->cuStreamSynchronize.hStream, (CUstream)0x1234);
+}
+
+Test(capture_guard, a_call_the_engine_answers_is_not_made)
+{
+    union drv_args a = { .cuStreamSynchronize = { (CUstream)0x1234 } };
+    engine_answer = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    invocations = 0;
+    cr_expect_eq(capture_on_guard(DRV_cuStreamSynchronize, &a),
+                 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_expect_eq(invocations, 0);
+    cr_expect_eq(engine_saw_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+Test(capture_guard, a_device_allocation_is_retried_once_after_the_cache_let_go)
+{
+    union drv_args a = { .cuMemAlloc_v2 = { NULL, 64 } };
+    invoke_results[0] = CUDA_ERROR_OUT_OF_MEMORY;
+    invoke_results[1] = CUDA_SUCCESS;
+    cr_expect_eq(capture_on_guard(DRV_cuMemAlloc_v2, &a), CUDA_SUCCESS);
+    cr_expect_eq(invocations, 2);
+    cr_expect_eq(cache_releases, 1);
+    /* A call that is no allocation is not retried. */
+    invocations = 0;
+    cr_expect_eq(capture_on_guard(DRV_cuStreamSynchronize, &a), CUDA_ERROR_OUT_OF_MEMORY);
+    cr_expect_eq(invocations, 1);
+    cr_expect_eq(cache_releases, 1);
 }
