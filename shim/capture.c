@@ -444,6 +444,161 @@ static const char *self_record_refusal(struct capture *cap, struct graph_rec *ta
     return NULL;
 }
 
+/* --- calls a driver capture would refuse ------------------------------------------ */
+
+/* While recap records a capture itself the driver does not know of it, so
+ * each call it would have refused (measured on driver 580: READINGS.md,
+ * "Capture prohibitions") is looked at first. Where this thread may end
+ * the capture, it becomes a driver capture and the driver answers the call
+ * itself; elsewhere recap gives the driver's answer: the error, and the
+ * capture invalidated. */
+
+enum guard_rule {
+    RULE_NONE,
+    RULE_UNSAFE,        /* refused by the capture modes (thread mode, owner) */
+    RULE_ALWAYS,        /* refused whatever the modes: sync of what captures */
+    RULE_EVENT,         /* an event recorded in the capture */
+    RULE_LEGACY,        /* the legacy stream, against a blocking capturing stream */
+    RULE_LEGACY_QUERY   /* the same, asked only: refused, nothing invalidated */
+};
+
+struct guard_check {
+    enum drv_id id;
+    union drv_args *args;
+    CUstreamCaptureMode thread_mode;
+    CUresult answer;            /* CUDA_SUCCESS: the driver answers */
+};
+
+static int is_member(const struct capture *cap, const void *key)
+{
+    for (int i = 0; i < cap->nmembers; i++)
+        if (cap->member_keys[i] == key)
+            return 1;
+    return 0;
+}
+
+static int recorded_event(const struct capture *cap, CUevent event)
+{
+    for (int i = 0; event && i < cap->nevents; i++)
+        if (cap->events[i] == event)
+            return 1;
+    return 0;
+}
+
+/* Whether some stream of the capture synchronises with the legacy stream:
+ * the per-thread default stream does, a stream created non-blocking does
+ * not (asked of the driver only here, on a refused call's path). */
+static int has_blocking_member(const struct capture *cap)
+{
+    for (int i = 0; i < cap->nmembers; i++) {
+        const void *key = cap->member_keys[i];
+        if (key == ctab_stream_ref(DRV_cuLaunchKernel_ptsz, NULL).key)
+            return 1;
+        unsigned flags = 0;
+        if (DRV_REAL(cuStreamGetFlags)((CUstream)key, &flags) != CUDA_SUCCESS ||
+            !(flags & CU_STREAM_NON_BLOCKING))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_legacy(CUstream real)
+{
+    return real == CU_STREAM_LEGACY;
+}
+
+/* Which rule refuses the call during `cap`, or RULE_NONE. */
+static enum guard_rule guard_rule_for(const struct capture *cap, const struct guard_check *g)
+{
+    enum drv_id id = g->id;
+    const struct drv_entry *e = &drv_table[id];
+    int mine = pthread_equal(pthread_self(), cap->owner);
+    int unsafe = g->thread_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+                 ((mine && cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+                  (!mine && g->thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                   cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL));
+    switch ((enum drv_guard_kind)e->guard_kind) {
+    case DRV_GUARD_SYNC_CTX:
+        return RULE_ALWAYS;
+    case DRV_GUARD_SYNC_STREAM: {
+        struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, g->args));
+        if (is_member(cap, s.key))
+            return RULE_ALWAYS;
+        if (is_legacy(s.real))
+            return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
+        return unsafe ? RULE_UNSAFE : RULE_NONE;
+    }
+    case DRV_GUARD_SYNC_EVENT: {
+        CUevent first = drv_args_event(id, g->args), second = drv_args_second_event(id, g->args);
+        if (recorded_event(cap, first) || recorded_event(cap, second))
+            return RULE_EVENT;
+        return second == NULL && unsafe ? RULE_UNSAFE : RULE_NONE;    /* cuEventQuery */
+    }
+    case DRV_GUARD_UNSAFE:
+        if (id == DRV_cuEventSynchronize && recorded_event(cap, drv_args_event(id, g->args)))
+            return RULE_EVENT;
+        if (strncmp(e->base, "cuMemcpy", 8) == 0 || strncmp(e->base, "cuMemset", 8) == 0) {
+            /* Synchronous copies and memsets run on a default stream. */
+            if (e->ptds)
+                return is_member(cap, ctab_stream_ref(id, NULL).key) ? RULE_ALWAYS : RULE_NONE;
+            return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
+        }
+        return unsafe ? RULE_UNSAFE : RULE_NONE;
+    default:
+        break;
+    }
+    /* Work or a capture query on the legacy stream (op and query rows). */
+    if (e->role == DRV_ROLE_OP || e->role == DRV_ROLE_QUERY) {
+        if (!is_legacy(ctab_stream_ref(id, drv_args_stream(id, g->args)).real) ||
+            !has_blocking_member(cap))
+            return RULE_NONE;
+        return e->role == DRV_ROLE_QUERY ? RULE_LEGACY_QUERY : RULE_LEGACY;
+    }
+    return RULE_NONE;
+}
+
+static const char *const rule_reasons[] = {
+    [RULE_UNSAFE] = "the program made a call its capture mode prohibits",
+    [RULE_ALWAYS] = "the program synchronised or queried what the capture holds",
+    [RULE_EVENT] = "the program used an event recorded in the capture",
+    [RULE_LEGACY] = "the program used the legacy stream during the capture",
+    [RULE_LEGACY_QUERY] = "the program asked the legacy stream about capturing",
+};
+
+static const CUresult rule_errors[] = {
+    [RULE_UNSAFE] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+    [RULE_ALWAYS] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+    [RULE_EVENT] = CUDA_ERROR_CAPTURED_EVENT,
+    [RULE_LEGACY] = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+    [RULE_LEGACY_QUERY] = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+};
+
+static void guard_one(struct capture *cap, void *arg)
+{
+    struct guard_check *g = arg;
+    pthread_mutex_lock(&cap->lock);
+    if ((cap->by_recap || cap->no_driver_capture) && !cap->invalidated) {
+        enum guard_rule rule = guard_rule_for(cap, g);
+        if (rule != RULE_NONE) {
+            fall_back(cap, rule_reasons[rule]);
+            if (cap->no_driver_capture) {
+                cap->invalidated = rule != RULE_LEGACY_QUERY;
+                if (g->answer == CUDA_SUCCESS)
+                    g->answer = rule_errors[rule];
+            }
+        }
+    }
+    pthread_mutex_unlock(&cap->lock);
+}
+
+CUresult capture_on_guarded_call(enum drv_id id, union drv_args *args,
+                                 CUstreamCaptureMode thread_mode)
+{
+    struct guard_check g = { id, args, thread_mode, CUDA_SUCCESS };
+    ctab_each_self_recorded(guard_one, &g);
+    return g.answer;
+}
+
 /* --- calls made into a capture ---------------------------------------------------- */
 
 static CUresult query_in_capture(struct capture *cap, enum drv_id id, union drv_args *a)
@@ -548,158 +703,20 @@ CUresult capture_on_op(enum drv_id id, union drv_args *a)
      * into that capture (a fork). */
     if (!cap && drv_table[id].op_kind == DRV_OP_STREAM_WAIT)
         cap = ctab_find_event(drv_args_event(id, a));
-    if (!cap)
+    if (!cap) {
+        if (is_legacy(s.real) && capture_any_self_recorded()) {
+            CUresult refused = capture_on_guarded_call(id, a, CU_STREAM_CAPTURE_MODE_GLOBAL);
+            if (refused != CUDA_SUCCESS)
+                return refused;
+        }
         return invoke_outside_capture(id, a);
+    }
 
     pthread_mutex_lock(&cap->lock);
     CUresult r = op_in_capture(cap, id, a);
     pthread_mutex_unlock(&cap->lock);
     ctab_release(cap);
     return r;
-}
-
-/* --- calls a driver capture would refuse ------------------------------------------ */
-
-/* While recap records a capture itself the driver does not know of it, so
- * each call it would have refused (measured on driver 580: READINGS.md,
- * "Capture prohibitions") is looked at first. Where this thread may end
- * the capture, it becomes a driver capture and the driver answers the call
- * itself; elsewhere recap gives the driver's answer: the error, and the
- * capture invalidated. */
-
-enum guard_rule {
-    RULE_NONE,
-    RULE_UNSAFE,        /* refused by the capture modes (thread mode, owner) */
-    RULE_ALWAYS,        /* refused whatever the modes: sync of what captures */
-    RULE_EVENT,         /* an event recorded in the capture */
-    RULE_LEGACY         /* the legacy stream, against a blocking capturing stream */
-};
-
-struct guard_check {
-    enum drv_id id;
-    union drv_args *args;
-    CUstreamCaptureMode thread_mode;
-    CUresult answer;            /* CUDA_SUCCESS: the driver answers */
-};
-
-static int is_member(const struct capture *cap, const void *key)
-{
-    for (int i = 0; i < cap->nmembers; i++)
-        if (cap->member_keys[i] == key)
-            return 1;
-    return 0;
-}
-
-static int recorded_event(const struct capture *cap, CUevent event)
-{
-    for (int i = 0; event && i < cap->nevents; i++)
-        if (cap->events[i] == event)
-            return 1;
-    return 0;
-}
-
-/* Whether some stream of the capture synchronises with the legacy stream:
- * the per-thread default stream does, a stream created non-blocking does
- * not (asked of the driver only here, on a refused call's path). */
-static int has_blocking_member(const struct capture *cap)
-{
-    for (int i = 0; i < cap->nmembers; i++) {
-        const void *key = cap->member_keys[i];
-        if (key == ctab_stream_ref(DRV_cuLaunchKernel_ptsz, NULL).key)
-            return 1;
-        unsigned flags = 0;
-        if (DRV_REAL(cuStreamGetFlags)((CUstream)key, &flags) != CUDA_SUCCESS ||
-            !(flags & CU_STREAM_NON_BLOCKING))
-            return 1;
-    }
-    return 0;
-}
-
-static int is_legacy(CUstream real)
-{
-    return real == CU_STREAM_LEGACY;
-}
-
-/* Which rule refuses the call during `cap`, or RULE_NONE. */
-static enum guard_rule guard_rule_for(const struct capture *cap, const struct guard_check *g)
-{
-    enum drv_id id = g->id;
-    const struct drv_entry *e = &drv_table[id];
-    int mine = pthread_equal(pthread_self(), cap->owner);
-    int unsafe = g->thread_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
-                 ((mine && cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
-                  (!mine && g->thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
-                   cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL));
-    switch ((enum drv_guard_kind)e->guard_kind) {
-    case DRV_GUARD_SYNC_CTX:
-        return RULE_ALWAYS;
-    case DRV_GUARD_SYNC_STREAM: {
-        struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, g->args));
-        if (is_member(cap, s.key))
-            return RULE_ALWAYS;
-        if (is_legacy(s.real))
-            return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
-        return unsafe ? RULE_UNSAFE : RULE_NONE;
-    }
-    case DRV_GUARD_SYNC_EVENT: {
-        CUevent first = drv_args_event(id, g->args), second = drv_args_second_event(id, g->args);
-        if (recorded_event(cap, first) || recorded_event(cap, second))
-            return RULE_EVENT;
-        return second == NULL && unsafe ? RULE_UNSAFE : RULE_NONE;    /* cuEventQuery */
-    }
-    case DRV_GUARD_UNSAFE:
-        if (id == DRV_cuEventSynchronize && recorded_event(cap, drv_args_event(id, g->args)))
-            return RULE_EVENT;
-        if (strncmp(e->base, "cuMemcpy", 8) == 0 || strncmp(e->base, "cuMemset", 8) == 0) {
-            /* Synchronous copies and memsets run on a default stream. */
-            if (e->ptds)
-                return is_member(cap, ctab_stream_ref(id, NULL).key) ? RULE_ALWAYS : RULE_NONE;
-            return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
-        }
-        return unsafe ? RULE_UNSAFE : RULE_NONE;
-    default:
-        return RULE_NONE;
-    }
-}
-
-static const char *const rule_reasons[] = {
-    [RULE_UNSAFE] = "the program made a call its capture mode prohibits",
-    [RULE_ALWAYS] = "the program synchronised or queried what the capture holds",
-    [RULE_EVENT] = "the program used an event recorded in the capture",
-    [RULE_LEGACY] = "the program used the legacy stream during the capture",
-};
-
-static const CUresult rule_errors[] = {
-    [RULE_UNSAFE] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-    [RULE_ALWAYS] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-    [RULE_EVENT] = CUDA_ERROR_CAPTURED_EVENT,
-    [RULE_LEGACY] = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
-};
-
-static void guard_one(struct capture *cap, void *arg)
-{
-    struct guard_check *g = arg;
-    pthread_mutex_lock(&cap->lock);
-    if ((cap->by_recap || cap->no_driver_capture) && !cap->invalidated) {
-        enum guard_rule rule = guard_rule_for(cap, g);
-        if (rule != RULE_NONE) {
-            fall_back(cap, rule_reasons[rule]);
-            if (cap->no_driver_capture) {
-                cap->invalidated = 1;
-                if (g->answer == CUDA_SUCCESS)
-                    g->answer = rule_errors[rule];
-            }
-        }
-    }
-    pthread_mutex_unlock(&cap->lock);
-}
-
-CUresult capture_on_guarded_call(enum drv_id id, union drv_args *args,
-                                 CUstreamCaptureMode thread_mode)
-{
-    struct guard_check g = { id, args, thread_mode, CUDA_SUCCESS };
-    ctab_each_self_recorded(guard_one, &g);
-    return g.answer;
 }
 
 /* --- begin -------------------------------------------------------------------- */
