@@ -380,11 +380,17 @@ static void capture_info(void)
         CUDA_CHECK(cudaStreamEndCapture(i == 1 ? g_nonblocking : s, &g));
         CUDA_CHECK(cudaGraphDestroy(g));
     }
-    printf("ids: first_vs_earlier=%s second=%s third=%s\n", ids[0] > id_prev ? "increasing" : ids[0] == id_prev ? "same" : "decreasing",
+    /* Compared under recap: every capture's id is its own. The driver's
+     * order (each id one above the last) is a fact of the driver, printed
+     * on stderr: captures recap records itself take ids from a range of
+     * its own (README.md, "Self-recording"). */
+    printf("ids: all_different=%s\n", ids[0] != id_prev && ids[1] != ids[0] && ids[2] != ids[1] &&
+                                          ids[2] != ids[0] ? "yes" : "no");
+    fprintf(stderr, "ids: first_vs_earlier=%s second=%s third=%s\n", ids[0] > id_prev ? "increasing" : ids[0] == id_prev ? "same" : "decreasing",
            ids[1] > ids[0] ? "increasing" : ids[1] == ids[0] ? "same" : "decreasing",
            ids[2] > ids[1] ? "increasing" : ids[2] == ids[1] ? "same" : "decreasing");
     unsigned long long step1 = ids[1] - ids[0], step2 = ids[2] - ids[1];
-    printf("ids: step_is_one=%s\n", step1 == 1 && step2 == 1 ? "yes" : "no");
+    fprintf(stderr, "ids: step_is_one=%s\n", step1 == 1 && step2 == 1 ? "yes" : "no");
 
     /* Concurrent captures on two streams of one thread: ids differ. */
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
