@@ -318,6 +318,21 @@ class Report(Base):
         self.assertIn('1 process(es) have no end event', r.stdout)
         self.assertIn('1 x warning: driver lacks recapture', r.stdout)
 
+    def test_captures_recap_recorded_itself(self):
+        by_recap = json.loads(capture(C, 'recapture', seq=2))
+        by_recap['by'] = 'recap'
+        by_driver = json.loads(capture(C, 'recapture', seq=3))
+        by_driver['by'] = 'driver'
+        log = self.write('x.jsonl', [capture(C, 'fresh'), json.dumps(by_recap),
+                                     json.dumps(by_driver), capture(C, 'recapture', seq=4)])
+        r = recap('report', '--json', log)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        data = json.loads(r.stdout)
+        self.assertEqual(data['malformed_lines'], 0)
+        site = data['sites'][0]
+        self.assertEqual((site['captures'], site['recaptured'], site['by_recap']), (4, 3, 1))
+        self.assertIn('BY_RECAP', recap('report', log).stdout.splitlines()[0])
+
     def test_unknown_saving_and_unreadable_log(self):
         log = self.write('x.jsonl', [capture(C, 'recapture'), inst(C, 'update', 3.0)])
         r = recap('report', '--json', log, os.path.join(self.dir, 'missing.jsonl'))
