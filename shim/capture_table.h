@@ -32,6 +32,13 @@ struct stream_ref {
 };
 
 struct capture {
+    /* Kept across the captures a record serves (ctab_release keeps one
+     * released record for the next ctab_new): initialised once. */
+    pthread_mutex_t lock;            /* serialises calls into this capture */
+    pthread_mutex_t changes_lock;    /* the recapture callback's fields below */
+    int refs;                        /* atomic (capture_table.c says why) */
+
+    /* Zero at the start of every capture, from here to the end. */
     struct stream_ref origin;
     pthread_t owner;                 /* thread that began the capture */
     enum drv_id begin_id;
@@ -48,7 +55,6 @@ struct capture {
     double t0;
 
     /* Filled by the recapture callback, inside driver calls. */
-    pthread_mutex_t changes_lock;
     struct changed_node *changed;
     size_t nchanged, changed_capacity;
     unsigned long eligible, ineligible, errors;
@@ -60,9 +66,6 @@ struct capture {
     CUevent events[CAPTURE_MAX_EVENTS];
     int nevents;
     int membership_overflow;
-
-    pthread_mutex_t lock;            /* serialises calls into this capture */
-    int refs;                        /* under captures_lock */
 };
 
 /* Number of registered journaled captures; wrappers read it to skip all
@@ -76,7 +79,8 @@ static inline int capture_any_journaled(void)
 
 struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream);
 
-/* A new capture (one reference, held by the caller), not yet registered. */
+/* A new capture (one reference, held by the caller), not yet registered:
+ * the record the last ctab_release kept, reset, or a new one. */
 struct capture *ctab_new(void);
 
 /* Makes the capture findable by its origin stream. */
