@@ -499,6 +499,10 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
         return NULL;
     }
     *nodes = census.nodes;
+    /* An observed site keeps nothing and predicts nothing: its log needs
+     * the node count alone, not the context or the shape. */
+    if (cap->path == PATH_OBSERVE)
+        return NULL;
     /* A graph captured in another context (another device) never matches:
      * recapturing into it or updating its executable graph would fail. */
     CUcontext ctx = NULL;
@@ -527,9 +531,6 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
     }
 
     record_shape(site, shape);
-
-    if (cap->path == PATH_OBSERVE)
-        return NULL;
     return cache_graph_track(graph, site, shape, census.nodes);
 }
 
@@ -561,12 +562,15 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
         .reason = cap->path == PATH_RECAPTURE ? NULL : cap->reason,
         .nodes = nodes, .us = runtime_now_us() - cap->t0, .result = r,
     };
-    pthread_mutex_lock(&cap->changes_lock);
-    rep.changed = cap->eligible + cap->ineligible + cap->errors;
-    rep.eligible = cap->eligible;
-    rep.ineligible = cap->ineligible;
-    rep.errors = cap->errors;
-    pthread_mutex_unlock(&cap->changes_lock);
+    /* Only a recapture's callback counts changes: without one they are 0. */
+    if (cap->path != PATH_OBSERVE && drv_caps.recapture_begin) {
+        pthread_mutex_lock(&cap->changes_lock);
+        rep.changed = cap->eligible + cap->ineligible + cap->errors;
+        rep.eligible = cap->eligible;
+        rep.ineligible = cap->ineligible;
+        rep.errors = cap->errors;
+        pthread_mutex_unlock(&cap->changes_lock);
+    }
 
     pthread_mutex_lock(&site->lock);
     struct site_counters *c = &site->count;
