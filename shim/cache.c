@@ -27,11 +27,17 @@
 #include "shim/handle_map.h"
 #include "shim/runtime.h"
 #include "shim/sites.h"
+#include "shim/spare.h"
 #include "shim/user_objects.h"
 
 struct kind_state {
     const char *noun;
     struct hmap by_handle;               /* handle -> entry, every state */
+    /* by_handle.len, also read without cache_lock (atomically): where
+     * nothing is tracked (observed sites only) a handle's lookup takes no
+     * lock. An entry is tracked before the program gets its handle, so a
+     * lookup of that handle always sees a count above zero. */
+    size_t tracked;
 };
 
 /* cache_lock guards both kinds' maps, the released lists and counts, every
@@ -47,6 +53,30 @@ static unsigned long long released_bytes, released_bytes_peak;
 static unsigned long long budget_bytes;   /* 0 until settled: then settings' default */
 static int budget_settled;
 static uint64_t next_graph_serial = 1;
+/* A freed graph record kept for the next capture's (shim/spare.h): where
+ * graphs are not kept, a loop tracks one and lets it go every iteration. */
+static void *graph_rec_spare;
+
+/* --- the maps ---------------------------------------------------------------------- */
+
+/* After a change of a kind's map, under cache_lock. */
+static void map_changed(struct kind_state *ks)
+{
+    VALGRIND_HG_DISABLE_CHECKING(&ks->tracked, sizeof ks->tracked);   /* atomic */
+    __atomic_store_n(&ks->tracked, ks->by_handle.len, __ATOMIC_RELEASE);
+}
+
+/* Whether a kind's map may hold anything; without cache_lock. */
+static int map_may_hold(enum cache_kind k)
+{
+    return __atomic_load_n(&kinds[k].tracked, __ATOMIC_ACQUIRE) != 0;
+}
+
+static void map_del(struct kind_state *ks, const void *handle)
+{
+    hmap_del(&ks->by_handle, handle);
+    map_changed(ks);
+}
 
 /* --- destroying what recap owns ------------------------------------------------ */
 
@@ -56,6 +86,8 @@ static void entry_free(struct cache_entry *e)
         struct graph_rec *rec = (struct graph_rec *)e;
         free(rec->changed);
         cache_graph_set_recording(rec, NULL, 0);
+        if (spare_give(&graph_rec_spare, e))
+            return;
     }
     free(e);
 }
@@ -166,7 +198,7 @@ static void unlink_released(struct cache_entry *e)
 static void evict(struct cache_entry *e, struct evictions *ev)
 {
     unlink_released(e);
-    hmap_del(&kinds[e->kind].by_handle, e->handle);
+    map_del(&kinds[e->kind], e->handle);
     e->site->cache.evicted++;
     e->lru_newer = ev->first;
     ev->first = e;
@@ -233,11 +265,12 @@ static int entry_track(enum cache_kind k, struct cache_entry *e)
      * recap's back (never one recap keeps: those are alive). */
     struct cache_entry *stale = hmap_get(&ks->by_handle, e->handle);
     if (stale && stale->state == CACHE_HELD) {
-        hmap_del(&ks->by_handle, e->handle);
+        map_del(ks, e->handle);
         entry_free(stale);
     }
     if (hmap_put(&ks->by_handle, e->handle, e) != 0)
         rc = -1;
+    map_changed(ks);
     pthread_mutex_unlock(&cache_lock);
     if (rc)
         entry_free(e);
@@ -247,6 +280,8 @@ static int entry_track(enum cache_kind k, struct cache_entry *e)
 /* The entry of a handle the program holds, or NULL. Takes cache_lock. */
 static struct cache_entry *entry_held(enum cache_kind k, const void *handle)
 {
+    if (!map_may_hold(k))
+        return NULL;
     pthread_mutex_lock(&cache_lock);
     struct cache_entry *e = hmap_get(&kinds[k].by_handle, handle);
     if (e && e->state != CACHE_HELD)
@@ -291,42 +326,59 @@ static void entry_discard(enum cache_kind k, struct cache_entry *e)
 {
     pthread_mutex_lock(&cache_lock);
     if (hmap_get(&kinds[k].by_handle, e->handle) == e)
-        hmap_del(&kinds[k].by_handle, e->handle);
+        map_del(&kinds[k], e->handle);
     pthread_mutex_unlock(&cache_lock);
     entry_destroy(e);
 }
 
-/* The program's destroy of a handle: kept as released when `keep` says so
- * (asked outside the lock: it may query the driver), passed to the driver
- * when recap does not know the handle, refused when the program destroyed
- * it already. */
+/* Whether a destroyed entry is worth keeping, as far as can be told under
+ * cache_lock (no driver call, no other lock): KEEP_ASK leaves it to the
+ * rule's driver question, asked with the lock dropped. */
+enum keep_answer { KEEP_NO, KEEP_YES, KEEP_ASK };
+
+struct keep_rule {
+    enum keep_answer (*first)(const struct cache_entry *);
+    int (*driver)(const struct cache_entry *);   /* for KEEP_ASK; may query the driver */
+};
+
+/* The program's destroy of a handle: kept as released when the rule says
+ * so, passed to the driver when recap does not know the handle, refused
+ * when the program destroyed it already. One lock unless the rule must ask
+ * the driver. */
 static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
-                                 int (*keep)(const struct cache_entry *), CUresult (*real)(const void *))
+                                 const struct keep_rule *rule, CUresult (*real)(const void *))
 {
     struct kind_state *ks = &kinds[k];
     struct evictions ev = { NULL };
 
+    if (!map_may_hold(k))
+        return real(handle);
     pthread_mutex_lock(&cache_lock);
     struct cache_entry *e = hmap_get(&ks->by_handle, handle);
-    enum cache_state state = e ? e->state : CACHE_HELD;
-    struct site *site = e ? e->site : NULL;
-    pthread_mutex_unlock(&cache_lock);
-    if (!e)
+    if (!e) {
+        pthread_mutex_unlock(&cache_lock);
         return real(handle);
-    if (state != CACHE_HELD) {
+    }
+    if (e->state != CACHE_HELD) {
         /* Only HELD entries stay put once the lock is dropped: `e` is not
          * touched again. */
+        struct site *site = e->site;
+        pthread_mutex_unlock(&cache_lock);
         event_warning(site, "destroy of a %s the program already destroyed; recap's cached "
                             "one kept, CUDA_ERROR_INVALID_VALUE returned", ks->noun);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    int kept = keep(e);
-
-    pthread_mutex_lock(&cache_lock);
-    if (hmap_get(&ks->by_handle, handle) != e || e->state != CACHE_HELD) {
-        /* A racing destroy of the same handle in another thread won. */
+    enum keep_answer answer = rule->first(e);
+    int kept = answer == KEEP_YES;
+    if (answer == KEEP_ASK) {
         pthread_mutex_unlock(&cache_lock);
-        return CUDA_ERROR_INVALID_VALUE;
+        kept = rule->driver(e);
+        pthread_mutex_lock(&cache_lock);
+        if (hmap_get(&ks->by_handle, handle) != e || e->state != CACHE_HELD) {
+            /* A racing destroy of the same handle in another thread won. */
+            pthread_mutex_unlock(&cache_lock);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
     }
     /* A site whose gate closed keeps nothing (checked here, under the
      * lock that cache_site_drop sets it under). */
@@ -335,7 +387,7 @@ static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
     if (kept)
         push_released(e, &ev);
     else
-        hmap_del(&ks->by_handle, handle);
+        map_del(ks, handle);
     pthread_mutex_unlock(&cache_lock);
 
     if (kept) {
@@ -350,7 +402,11 @@ static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
 
 struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes)
 {
-    struct graph_rec *rec = calloc(1, sizeof *rec);
+    struct graph_rec *rec = spare_take(&graph_rec_spare);
+    if (rec)
+        memset(rec, 0, sizeof *rec);
+    else
+        rec = calloc(1, sizeof *rec);
     if (!rec)
         return NULL;
     rec->entry.handle = graph;
@@ -416,9 +472,10 @@ void cache_graph_set_changes(struct graph_rec *rec, struct changed_node *changed
 }
 
 /* A destroyed graph is worth keeping only where it will be recaptured
- * into, and only unchanged since its capture: a graph the program edited
- * would just make the next recapture fail. */
-static int graph_worth_keeping(const struct cache_entry *e)
+ * into (told under the lock), and only unchanged since its capture (asked
+ * of the driver): a graph the program edited would just make the next
+ * recapture fail. */
+static enum keep_answer graph_may_be_kept(const struct cache_entry *e)
 {
     const struct graph_rec *rec = (const struct graph_rec *)e;
     const struct site *site = e->site;
@@ -426,7 +483,13 @@ static int graph_worth_keeping(const struct cache_entry *e)
     int recordable = drv_caps.recapture_begin || rec->recording;
     if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !recordable ||
         __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
-        return 0;
+        return KEEP_NO;
+    return KEEP_ASK;
+}
+
+static int graph_unchanged(const struct cache_entry *e)
+{
+    const struct graph_rec *rec = (const struct graph_rec *)e;
     size_t n = 0;
     CUresult r = DRV_REAL(cuGraphGetNodes)(graph_rec_graph(rec), NULL, &n);
     if (r != CUDA_SUCCESS) {
@@ -441,11 +504,14 @@ static CUresult graph_destroy_real(const void *handle)
     return DRV_REAL(cuGraphDestroy)((CUgraph)handle);
 }
 
-static int never_keep(const struct cache_entry *e)
+static enum keep_answer never_keep(const struct cache_entry *e)
 {
     (void)e;
-    return 0;
+    return KEEP_NO;
 }
+
+static const struct keep_rule graph_keep_rule = { graph_may_be_kept, graph_unchanged };
+static const struct keep_rule graph_with_user_objects_rule = { never_keep, NULL };
 
 CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
 {
@@ -456,7 +522,7 @@ CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
      * keeping such a graph would hold them past the program's destroy. */
     int has_user_objects = uobj_graph_has(graph);
     CUresult r = entry_on_destroy(CACHE_GRAPHS, graph,
-                                  has_user_objects ? never_keep : graph_worth_keeping,
+                                  has_user_objects ? &graph_with_user_objects_rule : &graph_keep_rule,
                                   graph_destroy_real);
     if (has_user_objects)
         uobj_forget_graph(graph);
@@ -515,11 +581,13 @@ void cache_exec_discard(struct exec_rec *rec)
     entry_discard(CACHE_EXECS, &rec->entry);
 }
 
-static int exec_worth_keeping(const struct cache_entry *e)
+static enum keep_answer exec_worth_keeping(const struct cache_entry *e)
 {
     enum recap_mode m = e->site->policy.mode;
-    return m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE;
+    return m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE ? KEEP_YES : KEEP_NO;
 }
+
+static const struct keep_rule exec_keep_rule = { exec_worth_keeping, NULL };
 
 static CUresult exec_destroy_real(const void *handle)
 {
@@ -531,12 +599,12 @@ CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec)
     (void)id;
     if (runtime_passthrough || !exec)
         return DRV_REAL(cuGraphExecDestroy)(exec);
-    return entry_on_destroy(CACHE_EXECS, exec, exec_worth_keeping, exec_destroy_real);
+    return entry_on_destroy(CACHE_EXECS, exec, &exec_keep_rule, exec_destroy_real);
 }
 
 void exec_note_mutated(CUgraphExec exec)
 {
-    if (runtime_passthrough)
+    if (runtime_passthrough || !map_may_hold(CACHE_EXECS))
         return;
     pthread_mutex_lock(&cache_lock);
     struct exec_rec *rec = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
@@ -602,7 +670,7 @@ int cache_release_all(void)
     struct cache_entry *list = lru_oldest;
     int n = released_total;
     for (struct cache_entry *e = lru_oldest; e; e = e->lru_newer) {
-        hmap_del(&kinds[e->kind].by_handle, e->handle);
+        map_del(&kinds[e->kind], e->handle);
         e->site->n_released[e->kind]--;
         e->site->released_newest[e->kind] = e->site->released_oldest[e->kind] = NULL;
         e->site->cache.evicted++;
@@ -677,6 +745,7 @@ void cache_after_fork_child(void)
             if (ks->by_handle.slots[i].key)
                 entry_free(ks->by_handle.slots[i].value);
         hmap_clear(&ks->by_handle);
+        ks->tracked = 0;
     }
     lru_oldest = lru_newest = NULL;
     released_total = 0;

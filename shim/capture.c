@@ -936,6 +936,10 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
         return NULL;
     }
     *nodes = census.nodes;
+    /* An observed site keeps nothing and predicts nothing: its log needs
+     * the node count alone, not the context or the shape. */
+    if (cap->path == PATH_OBSERVE)
+        return NULL;
     /* A graph captured in another context (another device) never matches:
      * recapturing into it or updating its executable graph would fail. */
     CUcontext ctx = NULL;
@@ -1004,12 +1008,16 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
         .nodes = nodes, .us = runtime_now_us() - cap->t0, .result = r,
         .by = cap->path != PATH_RECAPTURE ? NULL : cap->began_by_recap ? "recap" : "driver",
     };
-    pthread_mutex_lock(&cap->changes_lock);
-    rep.changed = cap->eligible + cap->ineligible + cap->errors;
-    rep.eligible = cap->eligible;
-    rep.ineligible = cap->ineligible;
-    rep.errors = cap->errors;
-    pthread_mutex_unlock(&cap->changes_lock);
+    /* Only a recapture counts changes (the driver's callback, or recap's
+     * own recording): without one they are 0. */
+    if (cap->path != PATH_OBSERVE && (drv_caps.recapture_begin || cap->began_by_recap)) {
+        pthread_mutex_lock(&cap->changes_lock);
+        rep.changed = cap->eligible + cap->ineligible + cap->errors;
+        rep.eligible = cap->eligible;
+        rep.ineligible = cap->ineligible;
+        rep.errors = cap->errors;
+        pthread_mutex_unlock(&cap->changes_lock);
+    }
 
     pthread_mutex_lock(&site->lock);
     struct site_counters *c = &site->count;

@@ -2,21 +2,30 @@
  * capture_table.c - captures in progress, found by stream or event.
  *
  * There are as many active captures as threads capturing at once, so a
- * list scanned under one short-held mutex is enough. References keep a
- * capture alive while a call into it is in flight on another thread.
+ * list scanned under one short-held mutex is enough; with none active (a
+ * capture loop between its captures) a lookup reads one counter and takes
+ * no lock. References keep a capture alive while a call into it is in
+ * flight on another thread; they are counted atomically, and a new one is
+ * only ever taken from the table (under captures_lock, where the table's
+ * own reference keeps the count above zero) or by one who holds one, so
+ * the release that brings the count to zero is the last and needs no lock.
+ * The last release keeps the record for the next capture (shim/spare.h).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shim/capture_table.h"
+#include "shim/spare.h"
 
 int ctab_journaled;
 int ctab_self_recorded;
 
 static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct capture *active[256];
-static int nactive;
+static int nactive;          /* written under captures_lock, read atomically outside it */
 static __thread char per_thread_stream_key;
+static void *ctab_spare;     /* a released record, mutexes initialised */
 
 struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream)
 {
@@ -31,12 +40,18 @@ struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream)
 
 struct capture *ctab_new(void)
 {
-    struct capture *cap = calloc(1, sizeof *cap);
-    if (!cap)
-        return NULL;
-    pthread_mutex_init(&cap->lock, NULL);
-    pthread_mutex_init(&cap->changes_lock, NULL);
+    struct capture *cap = spare_take(&ctab_spare);
+    if (cap) {
+        memset(&cap->origin, 0, sizeof *cap - offsetof(struct capture, origin));
+    } else {
+        cap = calloc(1, sizeof *cap);
+        if (!cap)
+            return NULL;
+        pthread_mutex_init(&cap->lock, NULL);
+        pthread_mutex_init(&cap->changes_lock, NULL);
+    }
     journal_init(&cap->journal);
+    VALGRIND_HG_DISABLE_CHECKING(&cap->refs, sizeof cap->refs);   /* atomic */
     cap->refs = 1;
     return cap;
 }
@@ -44,10 +59,14 @@ struct capture *ctab_new(void)
 int ctab_register(struct capture *cap)
 {
     int registered = 0;
+    /* find() reads nactive without the lock, atomically (helgrind cannot
+     * tell). */
+    VALGRIND_HG_DISABLE_CHECKING(&nactive, sizeof nactive);
     pthread_mutex_lock(&captures_lock);
     if (nactive < (int)(sizeof active / sizeof active[0])) {
-        active[nactive++] = cap;
-        cap->refs++;
+        active[nactive] = cap;
+        __atomic_store_n(&nactive, nactive + 1, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&cap->refs, 1, __ATOMIC_RELAXED);
         cap->member_keys[0] = cap->origin.key;
         cap->nmembers = 1;
         if (cap->journaled)
@@ -69,8 +88,11 @@ void ctab_unregister(struct capture *cap)
     pthread_mutex_lock(&captures_lock);
     for (int i = 0; i < nactive; i++) {
         if (active[i] == cap) {
-            active[i] = active[--nactive];
-            cap->refs--;
+            active[i] = active[nactive - 1];
+            __atomic_store_n(&nactive, nactive - 1, __ATOMIC_RELEASE);
+            /* Never the last: the caller holds one. */
+            ANNOTATE_HAPPENS_BEFORE(&cap->refs);
+            __atomic_sub_fetch(&cap->refs, 1, __ATOMIC_RELEASE);
             if (cap->journaled)
                 __atomic_sub_fetch(&ctab_journaled, 1, __ATOMIC_RELEASE);
             if (cap->by_recap)
@@ -114,12 +136,17 @@ void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *a
 static struct capture *find(int (*match)(struct capture *, const void *), const void *what)
 {
     struct capture *found = NULL;
+    /* None active: nothing to find, no lock to take. A capture registered
+     * by another thread that this load does not see yet began no earlier
+     * than this call, so it could as well have begun after it. */
+    if (__atomic_load_n(&nactive, __ATOMIC_ACQUIRE) == 0)
+        return NULL;
     pthread_mutex_lock(&captures_lock);
     for (int i = 0; i < nactive && !found; i++)
         if (match(active[i], what))
             found = active[i];
     if (found)
-        found->refs++;
+        __atomic_add_fetch(&found->refs, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&captures_lock);
     return found;
 }
@@ -186,14 +213,17 @@ void ctab_add_event(struct capture *cap, CUevent event)
 
 void ctab_release(struct capture *cap)
 {
-    pthread_mutex_lock(&captures_lock);
-    int last = --cap->refs == 0;
-    pthread_mutex_unlock(&captures_lock);
-    if (!last)
+    ANNOTATE_HAPPENS_BEFORE(&cap->refs);
+    if (__atomic_sub_fetch(&cap->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
+    ANNOTATE_HAPPENS_AFTER(&cap->refs);
     journal_free(&cap->journal);
     free(cap->changed);
     free(cap->self);
+    cap->self = NULL;
+    cap->changed = NULL;
+    if (spare_give(&ctab_spare, cap))
+        return;
     pthread_mutex_destroy(&cap->lock);
     pthread_mutex_destroy(&cap->changes_lock);
     free(cap);
@@ -210,4 +240,6 @@ void ctab_after_fork_child(void)
     nactive = 0;
     ctab_journaled = 0;
     ctab_self_recorded = 0;
+    /* The spare record is this process's memory and its mutexes were
+     * unlocked when it was given back: it stays. */
 }

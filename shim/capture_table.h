@@ -32,6 +32,13 @@ struct stream_ref {
 };
 
 struct capture {
+    /* Kept across the captures a record serves (ctab_release keeps one
+     * released record for the next ctab_new): initialised once. */
+    pthread_mutex_t lock;            /* serialises calls into this capture */
+    pthread_mutex_t changes_lock;    /* the recapture callback's fields below */
+    int refs;                        /* atomic (capture_table.c says why) */
+
+    /* Zero at the start of every capture, from here to the end. */
     struct stream_ref origin;
     pthread_t owner;                 /* thread that began the capture */
     enum drv_id begin_id;
@@ -58,7 +65,6 @@ struct capture {
     struct self_record *self;        /* owned; while by_recap (kept to the end) */
 
     /* Filled by the recapture callback, inside driver calls. */
-    pthread_mutex_t changes_lock;
     struct changed_node *changed;
     size_t nchanged, changed_capacity;
     unsigned long eligible, ineligible, errors;
@@ -70,9 +76,6 @@ struct capture {
     CUevent events[CAPTURE_MAX_EVENTS];
     int nevents;
     int membership_overflow;
-
-    pthread_mutex_t lock;            /* serialises calls into this capture */
-    int refs;                        /* under captures_lock */
 };
 
 /* Number of registered journaled captures; wrappers read it to skip all
@@ -105,7 +108,8 @@ void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *a
 
 struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream);
 
-/* A new capture (one reference, held by the caller), not yet registered. */
+/* A new capture (one reference, held by the caller), not yet registered:
+ * the record the last ctab_release kept, reset, or a new one. */
 struct capture *ctab_new(void);
 
 /* Makes the capture findable by its origin stream. Returns 0 when the

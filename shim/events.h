@@ -23,7 +23,9 @@ struct site;
 #define EVENT_ROUTINE_FULL 64
 
 /* Whether an event of this kind, path/how and reason, numbered seq at its
- * site, is written; updates *last_key. Caller holds the site's lock. */
+ * site, is written; updates *last_key. `what` is a name from a fixed table
+ * (path or how names), told apart by its address; the reason by its text.
+ * Caller holds the site's lock. */
 int event_worth_writing(uint64_t *last_key, const char *what, const char *reason,
                         unsigned long seq, int failed);
 

@@ -245,7 +245,8 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     pthread_mutex_unlock(&site->lock);
 
     double t0 = runtime_now_us();
-    char reason[200] = "";
+    char reason[200];
+    reason[0] = '\0';
     enum inst_how how = HOW_NEW;
     int reusable = site_reuses_execs(site, closed) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
 
