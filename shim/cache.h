@@ -77,6 +77,7 @@ struct cache_entry {
 struct changed_node {
     CUgraphNode node;
     CUgraphNodeType type;
+    long op;                       /* its call in the graph's recording, or -1 */
 };
 
 struct graph_rec {

@@ -129,6 +129,7 @@ static CUresult CUDAAPI recapture_callback(void *data, CUgraphNode node,
     if (cap->nchanged < cap->changed_capacity) {
         cap->changed[cap->nchanged].node = node;
         cap->changed[cap->nchanged].type = p ? p->type : CU_GRAPH_NODE_TYPE_KERNEL;
+        cap->changed[cap->nchanged].op = -1;
         cap->nchanged++;
     } else {
         cap->changes_lost = 1;
@@ -282,6 +283,10 @@ static int self_record_possible(void)
 static void self_detach(struct capture *cap)
 {
     struct journal *rec = cap->target->recording;
+    self_record_stop(cap->self);
+    journal_stale_lock();
+    journal_unlist_stale(rec);
+    journal_stale_unlock();
     cap->target->recording = NULL;
     journal_free(&cap->journal);
     cap->journal = *rec;
@@ -1065,6 +1070,7 @@ static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         return 0;
 
     long nodes = -1;
+    self_record_stop(cap->self);
     if (cap->invalidated) {
         cache_graph_discard(cap->target);
         cap->target = NULL;

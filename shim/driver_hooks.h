@@ -14,6 +14,7 @@
 #include "shim/interpose.h"
 #include "shim/lifecycle.h"
 #include "shim/runtime.h"
+#include "shim/self_record.h"
 #include "shim/user_objects.h"
 
 #endif

@@ -16,6 +16,7 @@
 #include "shim/events.h"
 #include "shim/exec_reuse.h"
 #include "shim/runtime.h"
+#include "shim/self_record.h"
 #include "shim/shape.h"
 #include "shim/sites.h"
 #include "shim/user_objects.h"
@@ -161,12 +162,27 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how
             *how = HOW_REUSE;
             return 0;
         }
-        if (g->nodes > 0 && k * 100 <= (size_t)g->nodes * EXEC_DELTA_MAX_PERCENT) {
+        /* A graph recap recorded itself holds changed kernel and host
+         * arguments in its recording only: one write per changed node
+         * beats bringing the graph up to date for a whole update, whatever
+         * the share that changed. */
+        if (g->recording || (g->nodes > 0 && k * 100 <= (size_t)g->nodes * EXEC_DELTA_MAX_PERCENT)) {
             CUcontext ctx = NULL;
             const char *failed = "cuCtxGetCurrent";
             CUresult r = DRV_REAL(cuCtxGetCurrent)(&ctx);
-            for (size_t i = 0; i < k && r == CUDA_SUCCESS; i++)
-                r = apply_changed_node(exec_rec_exec(e), &g->changed[i], ctx, &failed);
+            if (g->recording)
+                journal_stale_lock();
+            for (size_t i = 0; i < k && r == CUDA_SUCCESS; i++) {
+                const struct changed_node *c = &g->changed[i];
+                if (g->recording && c->op >= 0 &&
+                    (c->type == CU_GRAPH_NODE_TYPE_KERNEL || c->type == CU_GRAPH_NODE_TYPE_HOST))
+                    r = self_record_apply_to_exec(exec_rec_exec(e), &g->recording->ops[c->op],
+                                                  &failed);
+                else
+                    r = apply_changed_node(exec_rec_exec(e), c, ctx, &failed);
+            }
+            if (g->recording)
+                journal_stale_unlock();
             if (r == CUDA_SUCCESS) {
                 *how = HOW_DELTA;
                 return 0;
@@ -175,8 +191,14 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how
             snprintf(why, len, "per-node update stopped at %s: %s", failed, drv_result_name(r));
         }
     }
+    CUresult r = self_record_flush(g->recording);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, len, "bringing a graph recap recorded up to date failed: %s; instantiated "
+                 "anew", drv_result_name(r));
+        return -1;
+    }
     CUgraphExecUpdateResultInfo info = { 0 };
-    CUresult r = DRV_REAL(cuGraphExecUpdate_v2)(exec_rec_exec(e), graph_rec_graph(g), &info);
+    r = DRV_REAL(cuGraphExecUpdate_v2)(exec_rec_exec(e), graph_rec_graph(g), &info);
     if (r == CUDA_SUCCESS) {
         *how = HOW_UPDATE;
         return 0;
@@ -305,6 +327,13 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         struct cache_probe probe = { 0 };
         if (reusable)
             cache_probe_begin(&probe, site);
+        /* The driver copies the graph's nodes: they must hold what the
+         * recording has (a failure shows in the instantiation's result
+         * or a node's own; the recording stays the truth). */
+        CUresult flushed = self_record_flush(g->recording);
+        if (flushed != CUDA_SUCCESS)
+            event_error(site, "a graph recap recorded could not take its recorded arguments "
+                              "(%s) before instantiation", drv_result_name(flushed));
         r = instantiate_with_oom_retry(rq);
         if (r != CUDA_SUCCESS)
             return r;

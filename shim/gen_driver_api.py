@@ -20,7 +20,7 @@ import sys
 ROLES_WITH_WRAPPER = {
     "proc_v1", "proc_v2", "begin", "begin_v1", "end", "query", "op", "alloc",
     "graph_destroy", "exec_destroy", "inst_flags", "inst_params",
-    "inst_legacy", "exec_mutate", "graph_mutate", "uobj_retain", "uobj_release",
+    "inst_legacy", "exec_mutate", "graph_mutate", "graph_read", "uobj_retain", "uobj_release",
     "guard",
 }
 ROLES = ROLES_WITH_WRAPPER | {"call"}
@@ -206,7 +206,8 @@ def gen_header(entries):
 enum drv_role {
     DRV_ROLE_CALL, DRV_ROLE_PROC, DRV_ROLE_BEGIN, DRV_ROLE_END, DRV_ROLE_QUERY,
     DRV_ROLE_OP, DRV_ROLE_ALLOC, DRV_ROLE_GRAPH_DESTROY, DRV_ROLE_EXEC_DESTROY,
-    DRV_ROLE_INSTANTIATE, DRV_ROLE_EXEC_MUTATE, DRV_ROLE_GRAPH_MUTATE, DRV_ROLE_GUARD
+    DRV_ROLE_INSTANTIATE, DRV_ROLE_EXEC_MUTATE, DRV_ROLE_GRAPH_MUTATE, DRV_ROLE_GRAPH_READ,
+    DRV_ROLE_GUARD
 };
 
 /* What the driver would refuse of a guarded call while a stream captures
@@ -322,7 +323,7 @@ ROLE_ENUM = {
     "alloc": "ALLOC", "graph_destroy": "GRAPH_DESTROY",
     "exec_destroy": "EXEC_DESTROY", "inst_flags": "INSTANTIATE",
     "inst_params": "INSTANTIATE", "inst_legacy": "INSTANTIATE",
-    "exec_mutate": "EXEC_MUTATE", "graph_mutate": "GRAPH_MUTATE",
+    "exec_mutate": "EXEC_MUTATE", "graph_mutate": "GRAPH_MUTATE", "graph_read": "GRAPH_READ",
     "uobj_retain": "GRAPH_MUTATE", "uobj_release": "GRAPH_MUTATE",
     "guard": "GUARD",
 }
@@ -452,9 +453,12 @@ def wrapper_body(e):
         return ("struct inst_request rq = { .id = DRV_%s, .ph_exec = phGraphExec, "
                 ".graph = hGraph, %s };\n    return exec_on_instantiate(&rq);" % (e.symbol, fields))
     if e.role == "exec_mutate":
-        return "CUresult r = %s;\n    exec_note_mutated(hGraphExec);\n    return r;" % call
+        return ("self_record_graphs_current();\n    CUresult r = %s;\n"
+                "    exec_note_mutated(hGraphExec);\n    return r;" % call)
     if e.role == "graph_mutate":
-        return "graph_note_mutated();\n    return %s;" % call
+        return "self_record_graphs_current();\n    graph_note_mutated();\n    return %s;" % call
+    if e.role == "graph_read":
+        return "self_record_graphs_current();\n    return %s;" % call
     if e.role in ("uobj_retain", "uobj_release"):
         return ("CUresult r = %s;\n    if (r == CUDA_SUCCESS && !runtime_passthrough)\n"
                 "        uobj_note_%s(graph, object, count);\n    return r;"

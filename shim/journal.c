@@ -8,6 +8,7 @@
  * joins of other streams come back through the recorded event records and
  * waits.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +32,71 @@ void journal_init(struct journal *j)
     j->replayable = 1;
 }
 
+/* --- recordings behind their graph ------------------------------------------- */
+
+int journal_stale_count;
+static pthread_mutex_t stale_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct journal **stale_list;
+static size_t stale_len, stale_cap;
+
+void journal_stale_lock(void)
+{
+    pthread_mutex_lock(&stale_lock);
+}
+
+void journal_stale_unlock(void)
+{
+    pthread_mutex_unlock(&stale_lock);
+}
+
+int journal_list_stale(struct journal *j)
+{
+    if (j->listed_stale)
+        return 0;
+    if (stale_len == stale_cap) {
+        size_t cap = stale_cap ? stale_cap * 2 : 16;
+        struct journal **grown = realloc(stale_list, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        stale_list = grown;
+        stale_cap = cap;
+    }
+    stale_list[stale_len++] = j;
+    __atomic_store_n(&j->listed_stale, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&journal_stale_count, (int)stale_len, __ATOMIC_RELEASE);
+    return 0;
+}
+
+void journal_unlist_stale(struct journal *j)
+{
+    if (!j->listed_stale)
+        return;
+    for (size_t i = 0; i < stale_len; i++) {
+        if (stale_list[i] == j) {
+            stale_list[i] = stale_list[--stale_len];
+            break;
+        }
+    }
+    __atomic_store_n(&j->listed_stale, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&journal_stale_count, (int)stale_len, __ATOMIC_RELEASE);
+}
+
+void journal_each_stale(void (*fn)(struct journal *j))
+{
+    /* fn may take its journal off the list: walk from the end. */
+    for (size_t i = stale_len; i-- > 0;)
+        if (i < stale_len)
+            fn(stale_list[i]);
+}
+
 void journal_free(struct journal *j)
 {
+    /* Only listed while a graph holds it: never listed anew here. */
+    if (__atomic_load_n(&j->listed_stale, __ATOMIC_RELAXED)) {
+        pthread_mutex_lock(&stale_lock);
+        journal_unlist_stale(j);
+        pthread_mutex_unlock(&stale_lock);
+    }
     while (j->chunks) {
         struct journal_chunk *next = j->chunks->next;
         free(j->chunks);
@@ -313,6 +377,7 @@ void journal_append(struct journal *j, enum drv_id id, const union drv_args *arg
     op->creates_node = node_created_by(id, args, &op->creates);
     op->node = NULL;
     op->node_holds_call_function = 0;
+    op->stale = 0;
 
     int rc = 0;
     struct kernel_view v;

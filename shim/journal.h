@@ -26,6 +26,7 @@ struct journal_op {
     int creates_node;
     CUgraphNode node;               /* that node, where recap learned it */
     int node_holds_call_function;   /* its kernel params name the call's CUfunction */
+    int stale;                      /* the node still holds older arguments */
 };
 
 struct journal_chunk;
@@ -37,6 +38,10 @@ struct journal {
     int replayable;                 /* 0 once a call could not be copied */
     char why_not[160];              /* the first such call */
     const void *origin_key;         /* the capture's origin stream (capture_table's key) */
+    /* As a graph's recording (shim/self_record.h), under its stale_lock. */
+    size_t stale_ops;               /* calls whose node holds older arguments */
+    int listed_stale;               /* in self_record's list of stale recordings */
+    int in_use;                     /* a capture records against it */
 };
 
 void journal_init(struct journal *j);
@@ -61,6 +66,18 @@ int journal_nodes_known(const struct journal *j);
  * (cuLaunchKernelEx only, else NULL). For comparing and updating a
  * recording in place. */
 void **journal_kernel_params(struct journal_op *op, CUlaunchConfig **config);
+
+/* Recordings (shim/self_record.h) whose graph holds older arguments,
+ * listed so that any reader of graphs can bring them up to date first.
+ * One lock guards the list and every journal's stale marks and in_use;
+ * journal_free takes a journal off the list. */
+extern int journal_stale_count;      /* read without the lock: 0 is "none" */
+void journal_stale_lock(void);
+void journal_stale_unlock(void);
+/* Caller holds the lock. List returns -1 when memory ran out. */
+int journal_list_stale(struct journal *j);
+void journal_unlist_stale(struct journal *j);
+void journal_each_stale(void (*fn)(struct journal *j));
 
 /* Replays every call in order. Returns CUDA_SUCCESS, or the first failing
  * call's result with its index in *failed_at. */

@@ -9,14 +9,27 @@
  * setter's refusal still reaches the call that caused it, through the
  * switch - and into the recording, which therefore always equals the
  * graph. Unchanged calls cost a comparison and no driver call.
+ *
+ * Kernel and host-function arguments are the exception to "at once": the
+ * driver checks nothing in them at capture, so the node is only marked
+ * stale and written when someone may look - the executable graph gets
+ * them straight from the recording (self_record_apply_to_exec), and every
+ * graph reader, editor or whole update first brings stale graphs up to
+ * date (self_record_graphs_current). Stale recordings are listed by the
+ * journal module under its stale lock, which also guards each recording's
+ * stale marks and in_use; it is taken after a capture's lock and
+ * cache_lock, never before.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shim/driver.h"
 #include "shim/kparams.h"
 #include "shim/self_record.h"
+
 
 /* --- one call, whatever its entry point ---------------------------------------- */
 
@@ -227,6 +240,19 @@ void self_record_start(struct self_record *s, struct journal *rec, const void *o
     memset(s, 0, sizeof *s);
     s->rec = rec;
     stream_index(s, origin_key, rec->origin_key);
+    journal_stale_lock();
+    rec->in_use = 1;
+    journal_stale_unlock();
+}
+
+void self_record_stop(struct self_record *s)
+{
+    if (!s || !s->rec)
+        return;
+    journal_stale_lock();
+    s->rec->in_use = 0;
+    journal_stale_unlock();
+    s->rec = NULL;
 }
 
 /* --- comparing --------------------------------------------------------------- */
@@ -288,6 +314,16 @@ static int configs_equal(const CUlaunchConfig *a, const CUlaunchConfig *b)
 
 /* --- writing a change into the graph ---------------------------------------- */
 
+static CUDA_KERNEL_NODE_PARAMS kernel_params_of(const struct call_view *v)
+{
+    return (CUDA_KERNEL_NODE_PARAMS){
+        .func = v->f, .gridDimX = v->dims[0], .gridDimY = v->dims[1], .gridDimZ = v->dims[2],
+        .blockDimX = v->dims[3], .blockDimY = v->dims[4], .blockDimZ = v->dims[5],
+        .sharedMemBytes = v->dims[6], .kernelParams = v->params,
+        .extra = v->params ? NULL : v->extra,
+    };
+}
+
 static CUresult set_copy_side(CUmemorytype type, CUdeviceptr *device, const void **host,
                               uintptr_t address)
 {
@@ -310,12 +346,7 @@ static CUresult apply_to_node(struct journal_op *op, const struct call_view *v, 
         if (op->node_holds_call_function) {
             /* Seen before: the node's parameters are the call's own, so
              * they are written without asking for them first. */
-            p = (CUDA_KERNEL_NODE_PARAMS){
-                .func = v->f, .gridDimX = v->dims[0], .gridDimY = v->dims[1],
-                .gridDimZ = v->dims[2], .blockDimX = v->dims[3], .blockDimY = v->dims[4],
-                .blockDimZ = v->dims[5], .sharedMemBytes = v->dims[6],
-                .kernelParams = v->params, .extra = v->params ? NULL : v->extra,
-            };
+            p = kernel_params_of(v);
             *call = "cuGraphKernelNodeSetParams_v2";
             return DRV_REAL(cuGraphKernelNodeSetParams_v2)(node, &p);
         }
@@ -392,6 +423,100 @@ static void store_call(struct journal_op *op, const union drv_args *a, const str
         return;
     }
     op->args = *a;
+}
+
+/* Kernel and host-function nodes take new arguments lazily: marks the
+ * node stale and returns 1, or returns 0 when it must be written now. */
+static int mark_stale(struct journal *rec, struct journal_op *op)
+{
+    if (op->creates != CU_GRAPH_NODE_TYPE_KERNEL && op->creates != CU_GRAPH_NODE_TYPE_HOST)
+        return 0;
+    int lazy = 1;
+    journal_stale_lock();
+    if (!op->stale) {
+        if (journal_list_stale(rec) == 0) {
+            op->stale = 1;
+            rec->stale_ops++;
+        } else {
+            lazy = 0;
+        }
+    }
+    journal_stale_unlock();
+    return lazy;
+}
+
+/* Caller holds the journal stale lock. */
+static CUresult flush_locked(struct journal *rec)
+{
+    CUresult first = CUDA_SUCCESS;
+    for (size_t i = 0; i < rec->nops && rec->stale_ops; i++) {
+        struct journal_op *op = &rec->ops[i];
+        if (!op->stale)
+            continue;
+        struct call_view v;
+        const char *call = NULL;
+        view_of(op->id, &op->args, &v);
+        CUresult r = apply_to_node(op, &v, &call);
+        if (r != CUDA_SUCCESS && first == CUDA_SUCCESS)
+            first = r;
+        op->stale = 0;
+        rec->stale_ops--;
+    }
+    journal_unlist_stale(rec);
+    return first;
+}
+
+CUresult self_record_flush(struct journal *rec)
+{
+    if (!rec)
+        return CUDA_SUCCESS;
+    journal_stale_lock();
+    CUresult r = rec->listed_stale ? flush_locked(rec) : CUDA_SUCCESS;
+    journal_stale_unlock();
+    return r;
+}
+
+static void flush_unless_in_use(struct journal *rec)
+{
+    if (!rec->in_use)
+        flush_locked(rec);
+}
+
+void self_record_flush_all(void)
+{
+    journal_stale_lock();
+    /* A recording a capture is using belongs to a graph the program does
+     * not hold; it is brought up to date when that graph is handed out. */
+    journal_each_stale(flush_unless_in_use);
+    journal_stale_unlock();
+}
+
+CUresult self_record_apply_to_exec(CUgraphExec exec, struct journal_op *op, const char **call)
+{
+    struct call_view v;
+    view_of(op->id, &op->args, &v);
+    if (v.cls == CALL_HOST) {
+        CUDA_HOST_NODE_PARAMS p = { .fn = v.fn, .userData = v.data };
+        *call = "cuGraphExecHostNodeSetParams";
+        return DRV_REAL(cuGraphExecHostNodeSetParams)(exec, op->node, &p);
+    }
+    CUDA_KERNEL_NODE_PARAMS p;
+    if (!op->node_holds_call_function) {
+        /* The node's function (stale arguments or not) tells how the
+         * parameters name it. */
+        *call = "cuGraphKernelNodeGetParams_v2";
+        CUresult r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(op->node, &p);
+        if (r != CUDA_SUCCESS)
+            return r;
+        op->node_holds_call_function = p.func == v.f && p.kern == NULL;
+        p.kernelParams = v.params;
+        p.extra = v.params ? NULL : v.extra;
+        p.sharedMemBytes = v.dims[6];
+    } else {
+        p = kernel_params_of(&v);
+    }
+    *call = "cuGraphExecKernelNodeSetParams_v2";
+    return DRV_REAL(cuGraphExecKernelNodeSetParams_v2)(exec, op->node, &p);
 }
 
 static enum self_verdict refuse(char *why, size_t len, const char *fmt, const char *what)
@@ -481,15 +606,21 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
         return refuse(why, len, "recap does not know the node %s made", drv_table[id].symbol);
 
     if (!same) {
-        const char *call = NULL;
-        CUresult r = apply_to_node(op, &cur, &call);
-        if (r != CUDA_SUCCESS) {
-            snprintf(why, len, "%s failed (%s) for %s", call, drv_result_name(r),
-                     drv_table[id].symbol);
-            return SELF_SWITCH;
+        if (!mark_stale(s->rec, op)) {
+            /* Memsets and copies: the driver checks their addresses at
+             * the call, so the node takes them now and a refusal still
+             * reaches this call through the switch. */
+            const char *call = NULL;
+            CUresult r = apply_to_node(op, &cur, &call);
+            if (r != CUDA_SUCCESS) {
+                snprintf(why, len, "%s failed (%s) for %s", call, drv_result_name(r),
+                         drv_table[id].symbol);
+                return SELF_SWITCH;
+            }
         }
         changed->node = op->node;
         changed->type = op->creates;
+        changed->op = (long)s->next;
     }
     store_call(op, a, &cur, &rec);
     deps_set_one(deps, op->node);

@@ -65,6 +65,9 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
                                    const union drv_args *a, struct changed_node *changed,
                                    char *why, size_t len);
 
+/* The capture is over: the recording may be brought up to date again. */
+void self_record_stop(struct self_record *s);
+
 /* Whether the calls so far are the whole recording (checked at end). */
 int self_record_complete(const struct self_record *s, char *why, size_t len);
 
@@ -76,5 +79,28 @@ const CUgraphNode *self_record_deps(const struct self_record *s, const void *str
 /* The node the last call on `stream` created in a driver capture being
  * learned, as the driver reports it; NULL if it cannot say. */
 CUgraphNode self_record_learn_node(CUstream stream);
+
+/* --- graphs behind their recording (kernel and host-function arguments) --- */
+
+void self_record_flush_all(void);
+
+/* Before the program reads, edits or wholly copies any graph: every graph
+ * it holds gets the arguments its recording has. One load when none is
+ * behind. */
+static inline void self_record_graphs_current(void)
+{
+    if (__builtin_expect(__atomic_load_n(&journal_stale_count, __ATOMIC_ACQUIRE) != 0, 0))
+        self_record_flush_all();
+}
+
+/* Brings one recording's graph up to date; the first failing setter's
+ * result (the node is then left as it was, and no longer marked). */
+CUresult self_record_flush(struct journal *rec);
+
+/* Writes a changed kernel or host-function call's arguments from the
+ * recording straight into an executable graph's node (what the graph node
+ * would hold once brought up to date). Caller holds journal_stale_lock;
+ * *call names the driver call on failure. */
+CUresult self_record_apply_to_exec(CUgraphExec exec, struct journal_op *op, const char **call);
 
 #endif

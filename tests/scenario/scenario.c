@@ -369,6 +369,58 @@ static int run_mutate(int iters)
     return 0;
 }
 
+/* Reads what each captured graph holds after it was instantiated: the
+ * first kernel node's scalar argument, and every fourth iteration a clone
+ * of the graph, instantiated and launched on its own. Under recap a graph
+ * recorded by recap itself must show the arguments of this capture. */
+static int run_inspect(int iters)
+{
+    struct sc_recipe r;
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL, clone = NULL;
+        CUgraphExec exec = NULL, clone_exec = NULL;
+        recipe_shape(&r, it, 3);
+        int begin = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        for (int i = 0; i < r.n; i++)
+            sc_enqueue(&ctx, &r.op[i]);
+        int end = cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
+        int launch = cuGraphLaunch(exec, ctx.stream[0]);
+        cuStreamSynchronize(ctx.stream[0]);
+        CUgraphNode nodes[SC_MAX_OPS];
+        size_t n = SC_MAX_OPS;
+        CUDA_KERNEL_NODE_PARAMS p;
+        int read = cuGraphGetNodes(graph, nodes, &n);
+        float a = -1.0f;
+        for (size_t i = 0; i < n && !read; i++) {
+            CUgraphNodeType type;
+            if (cuGraphNodeGetType(nodes[i], &type) == CUDA_SUCCESS &&
+                type == CU_GRAPH_NODE_TYPE_KERNEL) {
+                read = cuGraphKernelNodeGetParams(nodes[i], &p);
+                if (!read)
+                    memcpy(&a, p.kernelParams[0], sizeof a);   /* axpy(a, x, y, n) */
+                break;
+            }
+        }
+        int cloned = -1;
+        if (it % 4 == 3) {
+            cloned = cuGraphClone(&clone, graph);
+            cloned = cloned ? cloned : (int)cuGraphInstantiateWithFlags(&clone_exec, clone, 0);
+            cloned = cloned ? cloned : (int)cuGraphLaunch(clone_exec, ctx.stream[0]);
+            cuStreamSynchronize(ctx.stream[0]);
+            if (clone_exec)
+                cuGraphExecDestroy(clone_exec);
+            if (clone)
+                cuGraphDestroy(clone);
+        }
+        cuGraphExecDestroy(exec);
+        cuGraphDestroy(graph);
+        printf("it=%d rc=%d,%d,%d,%d read=%d a=%g cloned=%d sum=%08x\n", it, begin, end, inst,
+               launch, read, (double)a, cloned, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* User objects attached to some of the graphs, as cuda.core does to keep
  * kernel resources alive. A reused executable graph must keep the objects
  * of the graph it now reflects alive (recap takes references) and every
@@ -731,6 +783,8 @@ int main(int argc, char **argv)
         rc = run_double_destroy(iters);
     else if (!strcmp(name, "mutate"))
         rc = run_mutate(iters);
+    else if (!strcmp(name, "inspect"))
+        rc = run_inspect(iters);
     else if (!strcmp(name, "oom"))
         rc = run_oom(iters);
     else if (!strcmp(name, "user_objects"))

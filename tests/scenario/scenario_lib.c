@@ -237,7 +237,7 @@ void sc_write_stats(void)
         "cuStreamBeginCapture_v2", "cuStreamBeginRecaptureToGraph", "cuGraphDestroy",
         "cuGraphExecDestroy", "cuGraphUpload", "cuStreamBeginCapture",
         "cuGraphKernelNodeSetParams_v2", "cuGraphMemsetNodeSetParams", "cuGraphMemcpyNodeSetParams",
-        "cuGraphHostNodeSetParams",
+        "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams",
     };
     const char *path = getenv("SCENARIO_STATS");
     if (!path)
