@@ -236,7 +236,8 @@ static int kernel_can_copy(struct kernel_view *v, const char **why)
     return 1;
 }
 
-static int copy_kernel(struct journal *j, struct kernel_view *v)
+static int copy_kernel(struct journal *j, struct kernel_view *v,
+                       const struct kparams_layout **layout)
 {
     if (v->config && *v->config) {
         CUlaunchConfig *cfg = journal_dup(j, *v->config, sizeof **v->config);
@@ -251,6 +252,7 @@ static int copy_kernel(struct journal *j, struct kernel_view *v)
     }
     if (*v->params) {
         const struct kparams_layout *l = kparams_of(v->f);
+        *layout = l;
         void **copy = journal_alloc(j, (l->count ? l->count : 1) * sizeof *copy);
         if (!copy)
             return -1;
@@ -378,11 +380,12 @@ void journal_append(struct journal *j, enum drv_id id, const union drv_args *arg
     op->node = NULL;
     op->node_holds_call_function = 0;
     op->stale = 0;
+    op->layout = NULL;
 
     int rc = 0;
     struct kernel_view v;
     if (kernel_view_of(id, &op->args, &v)) {
-        rc = copy_kernel(j, &v);
+        rc = copy_kernel(j, &v, &op->layout);
     } else if (drv_table[id].op_kind == DRV_OP_STRUCT) {
         size_t size;
         const void **slot = drv_args_struct_slot(id, &op->args, &size);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "shim/driver_api.h"
+#include "shim/kparams.h"
 #include "shim/shape.h"
 
 struct journal_op {
@@ -27,6 +28,7 @@ struct journal_op {
     CUgraphNode node;               /* that node, where recap learned it */
     int node_holds_call_function;   /* its kernel params name the call's CUfunction */
     int stale;                      /* the node still holds older arguments */
+    const struct kparams_layout *layout;  /* a kernel's argument sizes, if copied by them */
 };
 
 struct journal_chunk;

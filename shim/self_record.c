@@ -73,10 +73,15 @@ static void view_kernel(struct call_view *v, CUfunction f, unsigned gx, unsigned
     v->extra = extra;
 }
 
+/* Fills what the comparison of its class reads (every call compares its
+ * class's fields only; nothing is zeroed beyond them: this runs twice per
+ * recorded call). */
 static void view_of(enum drv_id id, const union drv_args *a, struct call_view *v)
 {
-    memset(v, 0, sizeof *v);
     v->cls = CALL_OTHER;
+    v->event = NULL;
+    v->flags = 0;
+    v->config = NULL;
     v->stream = drv_args_stream(id, a);
     switch (id) {
     BOTH(cuLaunchKernel) {
@@ -104,17 +109,17 @@ static void view_of(enum drv_id id, const union drv_args *a, struct call_view *v
     BOTH(cuMemsetD8Async)
         v->cls = CALL_MEMSET, v->dst = a->cuMemsetD8Async.dstDevice;
         v->value = a->cuMemsetD8Async.uc;
-        v->sizes[0] = 1, v->sizes[1] = a->cuMemsetD8Async.N;
+        v->sizes[0] = 1, v->sizes[1] = a->cuMemsetD8Async.N, v->sizes[2] = v->sizes[3] = 0;
         return;
     BOTH(cuMemsetD16Async)
         v->cls = CALL_MEMSET, v->dst = a->cuMemsetD16Async.dstDevice;
         v->value = a->cuMemsetD16Async.us;
-        v->sizes[0] = 2, v->sizes[1] = a->cuMemsetD16Async.N;
+        v->sizes[0] = 2, v->sizes[1] = a->cuMemsetD16Async.N, v->sizes[2] = v->sizes[3] = 0;
         return;
     BOTH(cuMemsetD32Async)
         v->cls = CALL_MEMSET, v->dst = a->cuMemsetD32Async.dstDevice;
         v->value = a->cuMemsetD32Async.ui;
-        v->sizes[0] = 4, v->sizes[1] = a->cuMemsetD32Async.N;
+        v->sizes[0] = 4, v->sizes[1] = a->cuMemsetD32Async.N, v->sizes[2] = v->sizes[3] = 0;
         return;
     BOTH(cuMemsetD2D8Async) {
         const struct drv_args_cuMemsetD2D8Async *m = &a->cuMemsetD2D8Async;
@@ -258,13 +263,14 @@ void self_record_stop(struct self_record *s)
 /* --- comparing --------------------------------------------------------------- */
 
 /* Whether the kernels' argument values are equal; -1 when their forms differ. */
-static int kernel_args_equal(const struct call_view *cur, void **rec_params, void **rec_extra)
+static int kernel_args_equal(const struct call_view *cur, const struct kparams_layout *l,
+                             void **rec_params, void **rec_extra)
 {
     if ((cur->params != NULL) != (rec_params != NULL))
         return -1;
     if (cur->params) {
-        const struct kparams_layout *l = kparams_of(cur->f);
-        if (!l->known)
+        /* Same function as recorded, so the same layout. */
+        if (!l || !l->known)
             return -1;
         for (unsigned i = 0; i < l->count; i++)
             if (memcmp(cur->params[i], rec_params[i], l->size[i]) != 0)
@@ -291,10 +297,10 @@ static int kernel_args_equal(const struct call_view *cur, void **rec_params, voi
     return memcmp(buf, rec_extra[1], size) == 0;
 }
 
-static void kernel_args_store(const struct call_view *cur, void **rec_params, void **rec_extra)
+static void kernel_args_store(const struct call_view *cur, const struct kparams_layout *l,
+                              void **rec_params, void **rec_extra)
 {
     if (cur->params) {
-        const struct kparams_layout *l = kparams_of(cur->f);
         for (unsigned i = 0; i < l->count; i++)
             memcpy(rec_params[i], cur->params[i], l->size[i]);
     } else if (cur->extra) {
@@ -401,12 +407,13 @@ static CUresult apply_to_node(struct journal_op *op, const struct call_view *v, 
  * arguments; copied argument data (kernel values, launch configuration,
  * structs) stays where the recording keeps it. */
 static void store_call(struct journal_op *op, const union drv_args *a, const struct call_view *cur,
-                       const struct call_view *rec)
+                       const struct call_view *rec, int same)
 {
     if (cur->cls == CALL_KERNEL) {
         CUlaunchConfig *config;
         journal_kernel_params(op, &config);
-        kernel_args_store(cur, rec->params, rec->extra);
+        if (!same)
+            kernel_args_store(cur, op->layout, rec->params, rec->extra);
         if (config)
             config->hStream = cur->stream;
         else if (op->id == DRV_cuLaunchCooperativeKernel || op->id == DRV_cuLaunchCooperativeKernel_ptsz)
@@ -569,7 +576,7 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
                               drv_table[id].symbol);
             deps_merge(deps, &s->event_deps[ei]);
         }
-        store_call(op, a, &cur, &rec);
+        store_call(op, a, &cur, &rec, 1);
         s->next++;
         return SELF_SAME;
     }
@@ -578,7 +585,7 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
             !configs_equal(cur.config, rec.config))
             return refuse(why, len, "%s changed the function, launch dimensions or attributes",
                           drv_table[id].symbol);
-        int eq = kernel_args_equal(&cur, rec.params, rec.params ? NULL : rec.extra);
+        int eq = kernel_args_equal(&cur, op->layout, rec.params, rec.params ? NULL : rec.extra);
         if (eq < 0)
             return refuse(why, len, "%s passed its arguments another way", drv_table[id].symbol);
         same = eq;
@@ -622,7 +629,7 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
         changed->type = op->creates;
         changed->op = (long)s->next;
     }
-    store_call(op, a, &cur, &rec);
+    store_call(op, a, &cur, &rec, same);
     deps_set_one(deps, op->node);
     s->next++;
     return same ? SELF_SAME : SELF_CHANGED;
