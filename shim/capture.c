@@ -291,9 +291,17 @@ static void self_detach(struct capture *cap)
     journal_free(&cap->journal);
     cap->journal = *rec;
     free(rec);
+    /* Nothing of the graph's nodes carries over: the replay learns the
+     * new graph's. */
     cap->journal.nops = cap->self->next;
-    for (size_t i = 0; i < cap->journal.nops; i++)
-        cap->journal.ops[i].node = NULL;
+    cap->journal.stale_ops = 0;
+    cap->journal.in_use = 0;
+    for (size_t i = 0; i < cap->journal.nops; i++) {
+        struct journal_op *op = &cap->journal.ops[i];
+        op->node = NULL;
+        op->stale = 0;
+        op->node_holds_call_function = 0;
+    }
     cap->no_driver_capture = 1;
     ctab_self_recorded_done(cap);
 }
