@@ -37,22 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* helgrind models neither C11 atomics nor acquire/release: the slot
- * protocol below is described to it, and the cache's own atomic state words
- * are excluded from its checking (no-ops without valgrind's headers or
- * outside valgrind). */
-#if defined(__has_include)
-#if __has_include(<valgrind/helgrind.h>)
-#include <valgrind/helgrind.h>
-#endif
-#endif
-#ifndef ANNOTATE_HAPPENS_BEFORE
-#define ANNOTATE_HAPPENS_BEFORE(obj) ((void)(obj))
-#define ANNOTATE_HAPPENS_AFTER(obj) ((void)(obj))
-#endif
-#ifndef VALGRIND_HG_DISABLE_CHECKING
-#define VALGRIND_HG_DISABLE_CHECKING(addr, len) ((void)(addr), (void)(len))
-#endif
+#include "policy/annotate.h"
 
 /* ---- resolution cache ------------------------------------------------- */
 

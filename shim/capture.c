@@ -100,6 +100,25 @@ static cuuint64_t capture_id_of(struct capture *cap)
 
 /* --- the recapture callback ------------------------------------------------- */
 
+/* Appends to the capture's change list; out of memory loses the list's
+ * completeness, which the instantiation then knows. Caller holds
+ * cap->changes_lock. */
+static void push_change(struct capture *cap, struct changed_node changed)
+{
+    if (cap->nchanged == cap->changed_capacity) {
+        size_t capacity = cap->changed_capacity ? cap->changed_capacity * 2 : 32;
+        struct changed_node *grown = realloc(cap->changed, capacity * sizeof *grown);
+        if (grown) {
+            cap->changed = grown;
+            cap->changed_capacity = capacity;
+        }
+    }
+    if (cap->nchanged < cap->changed_capacity)
+        cap->changed[cap->nchanged++] = changed;
+    else
+        cap->changes_lost = 1;
+}
+
 /* Runs inside driver calls: it records and counts, and never calls CUDA. It
  * always accepts, so a recapture fails only for the driver's own reasons;
  * ineligible changes just mean a whole update at instantiation. */
@@ -118,22 +137,7 @@ static CUresult CUDAAPI recapture_callback(void *data, CUgraphNode node,
         cap->ineligible++;
     else
         cap->errors++;
-    if (cap->nchanged == cap->changed_capacity) {
-        size_t capacity = cap->changed_capacity ? cap->changed_capacity * 2 : 32;
-        struct changed_node *grown = realloc(cap->changed, capacity * sizeof *grown);
-        if (grown) {
-            cap->changed = grown;
-            cap->changed_capacity = capacity;
-        }
-    }
-    if (cap->nchanged < cap->changed_capacity) {
-        cap->changed[cap->nchanged].node = node;
-        cap->changed[cap->nchanged].type = p ? p->type : CU_GRAPH_NODE_TYPE_KERNEL;
-        cap->changed[cap->nchanged].op = -1;
-        cap->nchanged++;
-    } else {
-        cap->changes_lost = 1;
-    }
+    push_change(cap, (struct changed_node){ node, p ? p->type : CU_GRAPH_NODE_TYPE_KERNEL, -1 });
     pthread_mutex_unlock(&cap->changes_lock);
     return CUDA_SUCCESS;
 }
@@ -310,18 +314,7 @@ static void note_change(struct capture *cap, struct changed_node changed)
 {
     pthread_mutex_lock(&cap->changes_lock);
     cap->eligible++;
-    if (cap->nchanged == cap->changed_capacity) {
-        size_t capacity = cap->changed_capacity ? cap->changed_capacity * 2 : 32;
-        struct changed_node *grown = realloc(cap->changed, capacity * sizeof *grown);
-        if (grown) {
-            cap->changed = grown;
-            cap->changed_capacity = capacity;
-        }
-    }
-    if (cap->nchanged < cap->changed_capacity)
-        cap->changed[cap->nchanged++] = changed;
-    else
-        cap->changes_lost = 1;
+    push_change(cap, changed);
     pthread_mutex_unlock(&cap->changes_lock);
 }
 

@@ -17,20 +17,7 @@
 #ifndef RECAP_SPARE_H
 #define RECAP_SPARE_H
 
-/* helgrind models no atomics: the hand-over through the slot is described
- * to it (no-ops without valgrind's headers or outside valgrind). */
-#if defined(__has_include)
-#if __has_include(<valgrind/helgrind.h>)
-#include <valgrind/helgrind.h>
-#endif
-#endif
-#ifndef ANNOTATE_HAPPENS_BEFORE
-#define ANNOTATE_HAPPENS_BEFORE(obj) ((void)(obj))
-#define ANNOTATE_HAPPENS_AFTER(obj) ((void)(obj))
-#endif
-#ifndef VALGRIND_HG_DISABLE_CHECKING
-#define VALGRIND_HG_DISABLE_CHECKING(addr, len) ((void)(addr), (void)(len))
-#endif
+#include "policy/annotate.h"
 
 /* The record in the slot, now the caller's, or NULL. */
 static inline void *spare_take(void **slot)
