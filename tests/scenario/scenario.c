@@ -49,6 +49,26 @@ static void recipe_shape(struct sc_recipe *r, int it, int shape)
     sc_add(r, SC_AXPY, 0.5f, 2, 3, 0);
 }
 
+/* Self-recording's switch points: recipe_shape(it, 3) every iteration (so
+ * a cached graph is recorded against), with, every fourth iteration, a
+ * call that does not match the recorded one at the first call ("first"),
+ * in the middle ("mid"), one call fewer (the switch happens at the end:
+ * "end") or one more ("extra"). */
+static void recipe_switch_point(struct sc_recipe *r, int it, const char *where)
+{
+    recipe_shape(r, it, 3);
+    if (it % 4 != 3)
+        return;
+    if (!strcmp(where, "first"))
+        r->op[0].type = SC_SCALE;
+    else if (!strcmp(where, "mid"))
+        r->op[2].type = SC_MEMSET;
+    else if (!strcmp(where, "end"))
+        r->n--;
+    else if (!strcmp(where, "extra"))
+        sc_add(r, SC_HOST, (float)it, 0, 0, 0);
+}
+
 /* The base recipe with one deliberate topology change at iteration `at`. */
 static void recipe_topology(struct sc_recipe *r, int it, const char *where, int at)
 {
@@ -131,6 +151,8 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
             recipe_topology(&r, it, name + 5, 4);
         else if (!strcmp(name, "alternate"))
             recipe_shape(&r, it, it % 2 ? 4 : 1);
+        else if (!strncmp(name, "switch_", 7))
+            recipe_switch_point(&r, it, name + 7);
         else if (cycle_length(name, "cycle"))
             recipe_shape(&r, it, 1 + it % cycle_length(name, "cycle"));
         else if (cycle_length(name, "mixed"))

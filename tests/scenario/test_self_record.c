@@ -99,6 +99,7 @@ static const struct sr_name every_scenario[] = {
     N("cross_thread"), N("ptsz_cross_thread"), N("broken"), N("double_destroy"), N("mutate"),
     N("oom"), N("user_objects"), N("alloc_nodes"), N("inflight"), N("inflight_fork"), N("inspect"),
     N("threads"), N("sites_lru"), N("own_updates"), N("own_updates1"), N("own_plain1"),
+    N("switch_first"), N("switch_mid"), N("switch_end"), N("switch_extra"),
 #undef N
 };
 
@@ -208,4 +209,44 @@ Test(self_record, off_unless_asked, .timeout = 300)
     cr_expect_eq(run_log_total(log, "captures"), 10);
     run_result_free(&r);
     run_cleanup_dir(dir);
+}
+
+/* Each switch point: where the calls stop matching the recorded graph -
+ * at the first call, in the middle, at the end (a call missing), or past
+ * the graph (a call too many) - the capture becomes a driver capture with
+ * the calls so far replayed, the program's results are the same, and the
+ * log says why. */
+struct sr_switch {
+    char name[32];
+    char reason[80];
+};
+
+static const struct sr_switch switch_points[] = {
+    { "switch_first", "cuLaunchKernel changed the function" },
+    { "switch_mid", "the capture called cuMemsetD32Async where its graph had another call" },
+    { "switch_end", "the capture ended after" },
+    { "switch_extra", "the capture made more calls than the graph holds" },
+};
+
+ParameterizedTestParameters(self_record, switch_points)
+{
+    return cr_make_param_array(struct sr_switch, (void *)switch_points,
+                               sizeof switch_points / sizeof switch_points[0]);
+}
+
+ParameterizedTest(struct sr_switch *p, self_record, switch_points, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare(p->name, 24, &o);
+    /* Iteration 3 switches. Where the odd iteration has a shape of its own
+     * (mid, end, extra), the predictor learns the period and later ones are
+     * recorded against that shape's graph; "first" keeps the shape and
+     * switches every time. */
+    long fallbacks = run_log_total(o.log, "fallbacks");
+    cr_expect_geq(fallbacks, strcmp(p->name, "switch_first") ? 1 : 6, "%s: %ld fallbacks",
+                  p->name, fallbacks);
+    cr_expect_geq(by_recap(&o), 12, "%s: %d recorded by recap", p->name, by_recap(&o));
+    cr_expect_gt(run_count_lines(o.log, "\"path\":\"fallback\"", p->reason, NULL), 0,
+                 "%s: no fallback says \"%s\"", p->name, p->reason);
+    sr_done(&o);
 }
