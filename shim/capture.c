@@ -164,6 +164,13 @@ static int may_end_here(const struct capture *cap)
     return cap->mode == CU_STREAM_CAPTURE_MODE_RELAXED && cap->origin.real != CU_STREAM_PER_THREAD;
 }
 
+static void learn_result(struct capture *cap, CUresult r)
+{
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(cap->site, "cuStreamGetCaptureInfo_v3", r,
+                              "this capture's graph is not recorded against");
+}
+
 /* Replays the journal noting the node of each call, so the graph of the
  * plain capture can be recorded against later. */
 static CUresult replay_learning(struct capture *cap, size_t *failed_at)
@@ -177,8 +184,8 @@ static CUresult replay_learning(struct capture *cap, size_t *failed_at)
             return r;
         }
         if (op->creates_node)
-            op->node = self_record_learn_node(
-                ctab_stream_ref(op->id, drv_args_stream(op->id, &op->args)).real);
+            learn_result(cap, self_record_learn_node(
+                ctab_stream_ref(op->id, drv_args_stream(op->id, &op->args)).real, &op->node));
     }
     return CUDA_SUCCESS;
 }
@@ -430,7 +437,8 @@ static void learn_node(struct capture *cap, enum drv_id id, const union drv_args
         return;
     struct journal_op *op = &j->ops[j->nops - 1];
     if (op->id == id && op->creates_node)
-        op->node = self_record_learn_node(ctab_stream_ref(id, drv_args_stream(id, a)).real);
+        learn_result(cap, self_record_learn_node(ctab_stream_ref(id, drv_args_stream(id, a)).real,
+                                                 &op->node));
 }
 
 /* Whether the graph of a capture recap would record into is usable: a
@@ -444,8 +452,12 @@ static const char *self_record_refusal(struct capture *cap, struct graph_rec *ta
     if (cap->origin.real == CU_STREAM_LEGACY || (unsigned)cap->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
         return "the driver decides this begin";
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (DRV_REAL(cuStreamIsCapturing)(cap->origin.real, &status) != CUDA_SUCCESS ||
-        status != CU_STREAM_CAPTURE_STATUS_NONE)
+    CUresult r = DRV_REAL(cuStreamIsCapturing)(cap->origin.real, &status);
+    if (r != CUDA_SUCCESS) {
+        event_own_call_failed(cap->site, "cuStreamIsCapturing", r, "the driver decides this begin");
+        return "the driver decides this begin";
+    }
+    if (status != CU_STREAM_CAPTURE_STATUS_NONE)
         return "the driver decides this begin";
     return NULL;
 }

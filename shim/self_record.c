@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "shim/driver.h"
+#include "shim/events.h"
 #include "shim/kparams.h"
 #include "shim/self_record.h"
 
@@ -464,12 +465,23 @@ static CUresult flush_locked(struct journal *rec)
         const char *call = NULL;
         view_of(op->id, &op->args, &v);
         CUresult r = apply_to_node(op, &v, &call);
-        if (r != CUDA_SUCCESS && first == CUDA_SUCCESS)
-            first = r;
+        if (r != CUDA_SUCCESS) {
+            /* Once more: the node must not keep older arguments unseen. */
+            event_own_call_failed(NULL, call, r, "the graph node's arguments are written again");
+            r = apply_to_node(op, &v, &call);
+        }
+        if (r != CUDA_SUCCESS) {
+            event_own_call_failed(NULL, call, r, "a graph recap recorded keeps older arguments "
+                                                 "in a node until the next attempt");
+            if (first == CUDA_SUCCESS)
+                first = r;
+            continue;
+        }
         op->stale = 0;
         rec->stale_ops--;
     }
-    journal_unlist_stale(rec);
+    if (rec->stale_ops == 0)
+        journal_unlist_stale(rec);
     return first;
 }
 
@@ -657,13 +669,13 @@ const CUgraphNode *self_record_deps(const struct self_record *s, const void *str
     return NULL;
 }
 
-CUgraphNode self_record_learn_node(CUstream stream)
+CUresult self_record_learn_node(CUstream stream, CUgraphNode *node)
 {
     CUstreamCaptureStatus status;
     const CUgraphNode *deps = NULL;
     size_t n = 0;
     CUresult r = DRV_REAL(cuStreamGetCaptureInfo_v3)(stream, &status, NULL, NULL, &deps, NULL, &n);
-    if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || !deps)
-        return NULL;
-    return deps[0];
+    *node = r == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE && n == 1 && deps
+                ? deps[0] : NULL;
+    return r;
 }

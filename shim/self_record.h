@@ -77,8 +77,9 @@ const CUgraphNode *self_record_deps(const struct self_record *s, const void *str
                                     size_t *n);
 
 /* The node the last call on `stream` created in a driver capture being
- * learned, as the driver reports it; NULL if it cannot say. */
-CUgraphNode self_record_learn_node(CUstream stream);
+ * learned, as the driver reports it (*node NULL if it cannot say); the
+ * query's result. */
+CUresult self_record_learn_node(CUstream stream, CUgraphNode *node);
 
 /* --- graphs behind their recording (kernel and host-function arguments) --- */
 
@@ -94,7 +95,8 @@ static inline void self_record_graphs_current(void)
 }
 
 /* Brings one recording's graph up to date; the first failing setter's
- * result (the node is then left as it was, and no longer marked). */
+ * result (each is tried twice and logged; a node still failing stays
+ * marked, for the next attempt). */
 CUresult self_record_flush(struct journal *rec);
 
 /* Writes a changed kernel or host-function call's arguments from the

@@ -14,6 +14,12 @@ the stand-in's fault injection, and requires that
     (which makes recap release its caches), no graph or executable graph is
     left alive, and the stand-in saw no misuse.
 Prints the matrix size and the cells passed; exits 1 if any cell failed.
+
+With FAULT_MATRIX_SELF_RECORD=1 every run (with and without recap) uses a
+driver of 13.0 and recap records repeat captures itself
+(RECAP_SELF_RECORD=on): the calls recap then makes on its own behalf (the
+node queries of a learning capture, node setters, the begin check) fail
+instead, with scenarios that also switch and read their graphs.
 """
 import json
 import os
@@ -24,8 +30,11 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from preload import preload_value  # noqa: E402
 
+SELF_RECORD = os.environ.get("FAULT_MATRIX_SELF_RECORD") == "1"
 SCENARIOS = ["params", "delta", "nochange", "fork_join", "alternate", "variants",
              "extra_args", "topo_mid", "user_objects"]
+if SELF_RECORD:
+    SCENARIOS += ["switch_mid", "switch_end", "inspect"]
 INJECTED = 999          # CUDA_ERROR_UNKNOWN
 ITERATIONS = "8"
 
@@ -34,12 +43,14 @@ def environment(tmp, recap, extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("RECAP_", "STANDIN_", "SCENARIO_")) and k != "LD_PRELOAD"}
     env["LD_LIBRARY_PATH"] = os.environ["STANDIN_DIR"]
-    env["STANDIN_DRIVER_VERSION"] = "13030"
+    env["STANDIN_DRIVER_VERSION"] = "13000" if SELF_RECORD else "13030"
     env["STANDIN_REPORT"] = os.path.join(tmp, "report.json")
     if recap:
         env["LD_PRELOAD"] = preload_value(os.environ.get("RECAP_TEST_PRELOAD_PREFIX", ""),
                                           os.environ["RECAP_LIB"])
         env["RECAP_LOG"] = os.path.join(tmp, "recap.jsonl")
+        if SELF_RECORD:
+            env["RECAP_SELF_RECORD"] = "on"
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
             if k in os.environ:
                 env[k] = os.environ[k]
