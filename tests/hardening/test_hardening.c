@@ -20,6 +20,9 @@
 
 /* Runs argv without and with recap (plus `env`); requires equal output and
  * status; returns the recap run (caller frees). */
+/* The driver version the stand-in reports in same_both_ways. */
+static const char *driver_version = "13030";
+
 static struct run_result same_both_ways(const char *const *argv, const char *const *env,
                                         const char *cwd_note)
 {
@@ -27,7 +30,7 @@ static struct run_result same_both_ways(const char *const *argv, const char *con
     struct run_result plain, recap;
     for (int i = 0; argv[i]; i++)
         spec.argv[i] = argv[i];
-    run_setenv(&spec, "STANDIN_DRIVER_VERSION", "13030");
+    run_setenv(&spec, "STANDIN_DRIVER_VERSION", "%s", driver_version);
     cr_assert_eq(run_program(&spec, &plain), 0);
     spec.with_recap = 1;
     for (int i = 0; env && env[i]; i++)
@@ -51,21 +54,26 @@ static int count(const char *text, const char *needle)
 
 /* --- allocation failures inside recap ------------------------------------------ */
 
-Test(hardening, every_allocation_of_recap_failing_once)
+/* Each allocation recap makes in a run of `scenario` fails once (a sample
+ * of 80), then all of them: the program's output never changes. `self`
+ * also lets recap record captures itself (driver 13.0). */
+static void allocations_failing(const char *scenario, const char *iterations, int self)
 {
-    if (getenv("RECAP_TEST_PRELOAD_PREFIX"))
-        cr_skip_test("under ASan the allocator is the sanitizer's; this runs in the plain build");
     char *dir = run_temp_dir();
     const char *report = run_path(dir, "allocations");
-    const char *argv[] = { run_env_path("SCENARIO_BIN"), "params", "6", NULL };
+    const char *argv[] = { run_env_path("SCENARIO_BIN"), scenario, iterations, NULL };
     char fail_env[64], preload[8192], target[4200];
     snprintf(preload, sizeof preload, "LD_PRELOAD=%s:%s",
              run_preloadable(run_env_path("FAILMALLOC_LIB")),
              run_preloadable(run_env_path("RECAP_LIB")));
     snprintf(target, sizeof target, "FAILMALLOC_TARGET=%s", run_env_path("RECAP_LIB"));
 
+    const char *self_env = self ? "RECAP_SELF_RECORD=on" : "RECAP_SELF_RECORD=off";
+    driver_version = self ? "13000" : "13030";
+
     /* How many allocations recap makes in this run. */
-    const char *count_env[] = { preload, "FAILMALLOC_REPORT=", "RECAP_LOG=off", target, NULL };
+    const char *count_env[] = { preload, "FAILMALLOC_REPORT=", "RECAP_LOG=off", target, self_env,
+                                NULL };
     char report_env[4200];
     snprintf(report_env, sizeof report_env, "FAILMALLOC_REPORT=%s", report);
     count_env[1] = report_env;
@@ -80,15 +88,33 @@ Test(hardening, every_allocation_of_recap_failing_once)
     long step = total > 80 ? total / 80 : 1;
     for (long nth = 1; nth <= total; nth += step) {
         snprintf(fail_env, sizeof fail_env, "FAILMALLOC_NTH=%ld", nth);
-        const char *env[] = { preload, fail_env, "RECAP_LOG=off", target, NULL };
+        const char *env[] = { preload, fail_env, "RECAP_LOG=off", target, self_env, NULL };
         r = same_both_ways(argv, env, fail_env);
         run_result_free(&r);
     }
     /* Every allocation from the first on. */
-    const char *all[] = { preload, "FAILMALLOC_NTH=1", "FAILMALLOC_PERSIST=1", target, NULL };
+    const char *all[] = { preload, "FAILMALLOC_NTH=1", "FAILMALLOC_PERSIST=1", target, self_env,
+                          NULL };
     r = same_both_ways(argv, all, "all allocations failing");
     run_result_free(&r);
     run_cleanup_dir(dir);
+    driver_version = "13030";
+}
+
+Test(hardening, every_allocation_of_recap_failing_once)
+{
+    if (getenv("RECAP_TEST_PRELOAD_PREFIX"))
+        cr_skip_test("under ASan the allocator is the sanitizer's; this runs in the plain build");
+    allocations_failing("params", "6", 0);
+}
+
+/* The same while recap records captures itself: the capture's record, the
+ * recording, the stale list and the journal's copies may each be missing. */
+Test(hardening, every_allocation_of_recap_failing_once_while_it_records)
+{
+    if (getenv("RECAP_TEST_PRELOAD_PREFIX"))
+        cr_skip_test("under ASan the allocator is the sanitizer's; this runs in the plain build");
+    allocations_failing("inspect", "8", 1);
 }
 
 /* --- the environment ---------------------------------------------------------------- */
