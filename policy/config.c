@@ -45,10 +45,10 @@
 #define CONF_SHOWN 48                  /* input bytes quoted in a message */
 
 enum conf_key { KEY_MODE, KEY_MAX_GRAPHS, KEY_STACK_DEPTH, KEY_LABEL, KEY_CACHE_BUDGET,
-                KEY_PYTHON_SKIP, KEY_COUNT };
+                KEY_PYTHON_SKIP, KEY_SELF_RECORD, KEY_COUNT };
 
 static const char *const conf_key_names[KEY_COUNT] = {
-    "mode", "max_graphs", "stack_depth", "label", "cache_budget", "python_skip",
+    "mode", "max_graphs", "stack_depth", "label", "cache_budget", "python_skip", "self_record",
 };
 
 static const char *const conf_mode_names[] = {
@@ -407,7 +407,8 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
         return conf_fail(p, "found unknown key %s, expected %s",
                          conf_q(key, key_len, q, sizeof q),
                          p->section == SECTION_DEFAULTS
-                             ? "mode, max_graphs, stack_depth, cache_budget or python_skip"
+                             ? "mode, max_graphs, stack_depth, cache_budget, python_skip or "
+                               "self_record"
                              : "mode, max_graphs or label");
     if (k == KEY_STACK_DEPTH && p->section == SECTION_SITE)
         return conf_fail(p, "found stack_depth in a [site] section, expected it only in "
@@ -418,6 +419,9 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
     if (k == KEY_PYTHON_SKIP && p->section == SECTION_SITE)
         return conf_fail(p, "found python_skip in a [site] section, expected it only in "
                          "[defaults] (it decides what the sites are)");
+    if (k == KEY_SELF_RECORD && p->section == SECTION_SITE)
+        return conf_fail(p, "found self_record in a [site] section, expected it only in "
+                         "[defaults] (it holds for the whole process)");
     if (k == KEY_LABEL && p->section == SECTION_DEFAULTS)
         return conf_fail(p, "found label in [defaults], expected label only in [site ID] "
                          "sections");
@@ -430,6 +434,7 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
                          : k == KEY_LABEL ? "a label"
                          : k == KEY_CACHE_BUDGET ? "a size such as 512MiB or a share such as 2%"
                          : k == KEY_PYTHON_SKIP ? "path fragments separated by commas"
+                         : k == KEY_SELF_RECORD ? "on or off"
                          : "a number");
     p->key_line[k] = p->line;
 
@@ -468,6 +473,13 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
         return 0;
     case KEY_PYTHON_SKIP:
         return conf_value_python_skip(p, value, value_len);
+    case KEY_SELF_RECORD:
+        if (conf_equals(value, value_len, "on") || conf_equals(value, value_len, "off")) {
+            conf->self_record = conf_equals(value, value_len, "on") ? CONF_ON : CONF_OFF;
+            return 0;
+        }
+        return conf_fail(p, "found self_record = %s, expected on or off",
+                         conf_q(value, value_len, q, sizeof q));
     default:
         return conf_value_label(p, value, value_len, site);
     }

@@ -3,7 +3,8 @@
  *
  * Owns: parsing "[defaults]" and "[site ID]" sections of "key = value" lines
  * with "#" comments into a conf_file. Keys: mode, max_graphs, stack_depth,
- * cache_budget and python_skip (these three in [defaults] only), label.
+ * cache_budget, python_skip and self_record (these four in [defaults]
+ * only), label.
  * Must never: read the environment, print, or leave a half-filled
  * conf_file behind an error.
  */
@@ -53,6 +54,7 @@ struct conf_file {
     int stack_depth;               /* 0: not set */
     struct conf_budget cache_budget;
     char python_skip[CONF_PYTHON_SKIP_MAX];   /* "": not set; comma-separated */
+    enum { CONF_UNSET, CONF_ON, CONF_OFF } self_record;
     struct conf_site *sites;       /* owned; freed by conf_free */
     size_t nsites;
 };

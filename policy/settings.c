@@ -294,8 +294,10 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
     /* Off by default until every test of it passes on every driver: the
      * whole matrix runs with it on (README.md, "Self-recording"). */
     const char *self = settings_env(envp, "RECAP_SELF_RECORD");
+    int self_from_env = 0;
     if (!off && self != NULL && settings_check_text(s, errfd, "RECAP_SELF_RECORD", self, 8,
                                                     "on or off") == 0) {
+        self_from_env = 1;
         if (strcmp(self, "on") == 0 || strcmp(self, "1") == 0)
             s->self_record = 1;
         else if (strcmp(self, "off") != 0 && strcmp(self, "0") != 0 && self[0] != '\0')
@@ -321,6 +323,9 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
             if (s->conf.stack_depth)
                 s->stack_depth = s->conf.stack_depth;
             s->cache_budget = s->conf.cache_budget;
+            /* Environment over [defaults], as for the mode. */
+            if (s->conf.self_record != CONF_UNSET && !self_from_env)
+                s->self_record = s->conf.self_record == CONF_ON;
         }
     }
 

@@ -29,8 +29,8 @@
  * cache_budget: [defaults], else SETTINGS_DEFAULT_BUDGET_PERCENT of the
  * device's memory capped at SETTINGS_DEFAULT_BUDGET_CAP.
  * stack_depth: [defaults] over SITE_DEFAULT_DEPTH.
- * RECAP_SELF_RECORD (on/off, default off): on a driver without the
- * recapture API, recap records repeat captures itself.
+ * RECAP_SELF_RECORD (on/off) over [defaults] self_record, default off: on
+ * a driver without the recapture API, recap records repeat captures itself.
  * A bad RECAP_LOG template leaves the default template in place (observe
  * mode still logs, so the problem is visible there too).
  */

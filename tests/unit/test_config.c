@@ -26,6 +26,10 @@ struct bad_case {
 };
 
 static const struct bad_case bad_cases[] = {
+    { "self_record not on or off", "[defaults]\nself_record = yes\n", 0,
+      "t.conf:2: found self_record = \"yes\", expected on or off" },
+    { "self_record in a site section", "[site 0123456789abcdef]\nself_record = on\n", 0,
+      "t.conf:2: found self_record in a [site] section, expected it only in [defaults]" },
     { "cache_budget unknown unit", "[defaults]\ncache_budget = 12 parsecs\n", 0,
       "t.conf:2: found cache_budget = \"12 parsecs\", expected a size in bytes with an optional "
       "unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB) such as 512MiB, at most 1PiB, or a whole "
@@ -51,7 +55,7 @@ static const struct bad_case bad_cases[] = {
       "t.conf:1: found section \"[default]\", expected [defaults] or [site ID]" },
     { "unknown key in defaults", "[defaults]\nmod = auto\n", 0,
       "t.conf:2: found unknown key \"mod\", expected mode, max_graphs, stack_depth, "
-      "cache_budget or python_skip" },
+      "cache_budget, python_skip or self_record" },
     { "unknown key in site", "[site " ID1 "]\ncolour = red\n", 0,
       "t.conf:2: found unknown key \"colour\", expected mode, max_graphs or label" },
     { "bad mode", "[defaults]\nmode = fast\n", 0,

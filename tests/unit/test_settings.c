@@ -102,7 +102,7 @@ static const struct env_case env_cases[] = {
       conf_basic, { NULL }, RECAP_MODE_RECAPTURE, 0, SITES_ALL },
     { "config error", { "RECAP_CONFIG=t.conf" }, "[defaults]\nmode = update\nbogus = 1\n",
       { "recap: t.conf:3: found unknown key \"bogus\", expected mode, max_graphs, stack_depth, "
-        "cache_budget or python_skip" },
+        "cache_budget, python_skip or self_record" },
       RECAP_MODE_OBSERVE, 1 },
     { "config error and sites label", { "RECAP_CONFIG=t.conf", "RECAP_SITES=decode" },
       "[site " ID1 "]\nlabel = decode\nlabel = again\n",
@@ -475,6 +475,37 @@ Test(settings, cache_budget_from_the_file_or_a_capped_share)
         cr_expect_eq(err[0], '\0', "case %zu: %s", i, err);
         cr_expect_eq(settings_cache_budget(s, cases[i].total), cases[i].want, "case %zu: %llu", i,
                      (unsigned long long)settings_cache_budget(s, cases[i].total));
+        settings_free(s);
+        free(s);
+    }
+}
+
+Test(settings, self_record_from_the_environment_over_the_file)
+{
+    static const struct { const char *env; const char *conf; int want; const char *message; } cases[] = {
+        { NULL, NULL, 0, "" },
+        { "RECAP_SELF_RECORD=on", NULL, 1, "" },
+        { "RECAP_SELF_RECORD=off", NULL, 0, "" },
+        { NULL, "[defaults]\nself_record = on\n", 1, "" },
+        { "RECAP_SELF_RECORD=off", "[defaults]\nself_record = on\n", 0, "" },
+        { "RECAP_SELF_RECORD=on", "[defaults]\nself_record = off\n", 1, "" },
+        { "RECAP_SELF_RECORD=yes", NULL, 0,
+          "recap: RECAP_SELF_RECORD=\"yes\": found an unknown value, expected on or off" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct recap_settings *s = malloc(sizeof *s);
+        char err[1024];
+        const char *env[] = { cases[i].env, cases[i].conf ? "RECAP_CONFIG=t" : NULL, NULL };
+        if (!env[0]) {
+            env[0] = env[1];
+            env[1] = NULL;
+        }
+        load(s, env, cases[i].conf, err, sizeof err);
+        cr_expect_eq(s->self_record, cases[i].want, "case %zu", i);
+        if (cases[i].message[0])
+            cr_expect_neq(strstr(err, cases[i].message), NULL, "case %zu: %s", i, err);
+        else
+            cr_expect_eq(err[0], '\0', "case %zu: %s", i, err);
         settings_free(s);
         free(s);
     }
