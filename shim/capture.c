@@ -403,7 +403,7 @@ static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *
     if (q.ndeps)
         *q.ndeps = n;
     if (q.edges)
-        *q.edges = cap->self->zero_edges;
+        *q.edges = self_record_default_edges;
     return CUDA_SUCCESS;
 }
 

@@ -241,9 +241,14 @@ static void deps_merge(struct self_deps *into, const struct self_deps *from)
     }
 }
 
+const CUgraphEdgeData self_record_default_edges[SELF_RECORD_MAX_DEPS];
+
 void self_record_start(struct self_record *s, struct journal *rec, const void *origin_key)
 {
-    memset(s, 0, sizeof *s);
+    /* Every array entry is written before it is read (counts first): no
+     * clearing of the whole state on each capture. */
+    s->next = 0;
+    s->nstreams = s->nevents = 0;
     s->rec = rec;
     stream_index(s, origin_key, rec->origin_key);
     journal_stale_lock();

@@ -46,8 +46,11 @@ struct self_record {
     struct self_deps event_deps[CAPTURE_MAX_EVENTS];
     int event_recorded[CAPTURE_MAX_EVENTS];
     int nevents;
-    CUgraphEdgeData zero_edges[SELF_RECORD_MAX_DEPS];  /* default edges, for queries */
 };
+
+/* Default edges, as many as a stream's dependencies can be: what a capture
+ * query reports as their edge data (measured: zeros, not NULL). */
+extern const CUgraphEdgeData self_record_default_edges[SELF_RECORD_MAX_DEPS];
 
 enum self_verdict {
     SELF_SAME,          /* nothing to change */
