@@ -37,8 +37,12 @@ STUB_ERROR = 34  # CUDA_ERROR_STUB_LIBRARY
 # cudart's description of cudaErrorInsufficientDriver: inside every copy of
 # the CUDA runtime, static or shared.
 CUDART_MARK = b'CUDA driver version is insufficient for CUDA runtime version'
-SETTING_VARS = ('RECAP_MODE', 'RECAP_SITES', 'RECAP_CONFIG', 'RECAP_LOG', 'RECAP_VERBOSE')
-DEFAULTS = {'mode': 'auto', 'sites': 'all', 'log': 'recap-%p.jsonl', 'verbose': '0'}
+SETTING_VARS = ('RECAP_MODE', 'RECAP_SITES', 'RECAP_CONFIG', 'RECAP_LOG', 'RECAP_VERBOSE',
+                'RECAP_SELF_RECORD')
+DEFAULTS = {'mode': 'auto', 'sites': 'all', 'log': 'recap-%p.jsonl', 'verbose': '0',
+            'self_record': 'off'}
+# Settings that both the environment (RECAP_ + upper case) and [defaults] give.
+LAYERED = ('mode', 'sites', 'log', 'verbose', 'self_record')
 
 
 # ---- ELF: dynamic symbols and needed libraries --------------------------------
@@ -229,7 +233,7 @@ def settings_table(env):
         if err:
             problems.append(f'RECAP_CONFIG={conf}: {err}')
             conf_keys = {}
-    for key in ('mode', 'sites', 'log', 'verbose'):
+    for key in LAYERED:
         var = 'RECAP_' + key.upper()
         if var in env:
             rows.append((key, env[var], f'environment {var}'))
@@ -238,7 +242,7 @@ def settings_table(env):
         else:
             rows.append((key, DEFAULTS[key], 'built-in default'))
     for key, (value, line) in sorted(conf_keys.items()):
-        if key not in ('mode', 'sites', 'log', 'verbose'):
+        if key not in LAYERED:
             rows.append((key, value, f'{conf}:{line}'))
     rows.append(('config', conf or '(none)', 'environment RECAP_CONFIG' if conf else 'built-in default'))
     if conf_sites:
