@@ -23,10 +23,16 @@ import hashlib
 import os
 import shutil
 import subprocess
+import statistics
 import sys
+import time
 import tempfile
 
-ITERATIONS = 200
+# GPU_TEST_ITERATIONS and GPU_TEST_TIMING=1 are for scripts/bench-python: the
+# median time of the capture-to-release section of the loop, after 10
+# warm-up iterations, as a "result" line (not printed otherwise).
+ITERATIONS = int(os.environ.get("GPU_TEST_ITERATIONS", "200"))
+TIMING = os.environ.get("GPU_TEST_TIMING") == "1"
 ELEMENTS = 1 << 16
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -154,9 +160,11 @@ def main():
     got = np.empty(ELEMENTS, dtype=np.float32)
     digest = hashlib.sha256()
     mismatches = 0
+    times = []
     for iteration in range(ITERATIONS):
         a, b, a2, b2 = scalars(iteration)
         x, y = inputs[iteration & 1], outputs[(iteration >> 1) & 1]
+        t0 = time.perf_counter()
         builder = stream.create_graph_builder()
         builder.begin_building()
         core.launch(builder, config, kernel, x, tmp, a, b, n)
@@ -167,6 +175,7 @@ def main():
         stream.sync()
         close(graph)
         close(builder)
+        times.append(time.perf_counter() - t0)
         check(driver.cuMemcpyDtoH(got.ctypes.data, int(y.handle), nbytes), "cuMemcpyDtoH")
 
         expect = affine_ref(affine_ref(host_in[iteration & 1], a, b), a2, b2)
@@ -181,6 +190,10 @@ def main():
             print(f"iteration {iteration + 1:3d} hash {digest.hexdigest()[:16]} "
                   f"first {float(got[0]).hex()} last {float(got[-1]).hex()}")
     print(f"final iterations {ITERATIONS} hash {digest.hexdigest()[:16]} mismatches {mismatches}")
+    if TIMING:
+        warm = times[10:] or times
+        print(f"result program=cuda_core iterations={ITERATIONS} "
+              f"median_ms={statistics.median(warm) * 1e3:.4f}")
     for buf in inputs + outputs + [tmp]:
         close(buf)
     close(stream)
