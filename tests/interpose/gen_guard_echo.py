@@ -62,7 +62,8 @@ static void echo_record(const char *name, int n, const unsigned long long *args)
 {
     echo_last_name = name;
     echo_last_nargs = n;
-    memcpy(echo_last_args, args, sizeof args[0] * (size_t)n);
+    if (n > 0)      /* no arguments: args is NULL, which memcpy may not take */
+        memcpy(echo_last_args, args, sizeof args[0] * (size_t)n);
 }
 
 static unsigned long long echo_bits(const void *p, size_t size)
