@@ -7,6 +7,9 @@ driver reporting 13.3) once without recap and once under recap inside
 valgrind's helgrind, and requires: helgrind reports no error, the output is
 the same as without recap, and recap's end event counts every capture with
 recaptures after the first ones. Skips (exit 77) when valgrind is missing.
+With HELGRIND_SELF_RECORD=1 the driver reports 13.0 and recap records the
+repeat captures itself (RECAP_SELF_RECORD=on): its recordings, their stale
+marks and the guards are then what the threads share.
 """
 import os
 import re
@@ -19,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from preload import preload_value  # noqa: E402
 
 ITERATIONS = os.environ.get("HELGRIND_ITERATIONS", "1000")
+SELF_RECORD = os.environ.get("HELGRIND_SELF_RECORD") == "1"
 
 
 def main():
@@ -32,12 +36,14 @@ def main():
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("RECAP_", "STANDIN_", "SCENARIO_")) and k != "LD_PRELOAD"}
     env["LD_LIBRARY_PATH"] = os.environ["STANDIN_DIR"]
-    env["STANDIN_DRIVER_VERSION"] = "13030"
+    env["STANDIN_DRIVER_VERSION"] = "13000" if SELF_RECORD else "13030"
     plain = subprocess.run([scenario, "threads", ITERATIONS], env=env, capture_output=True,
                            text=True, timeout=600)
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "recap.jsonl")
         env_recap = dict(env, LD_PRELOAD=preload_value(os.environ["RECAP_LIB"]), RECAP_LOG=log)
+        if SELF_RECORD:
+            env_recap["RECAP_SELF_RECORD"] = "on"
         run = subprocess.run(["valgrind", "--tool=helgrind", "--error-exitcode=9",
                               scenario, "threads", ITERATIONS], env=env_recap,
                              capture_output=True, text=True, timeout=1200)
