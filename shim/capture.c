@@ -487,22 +487,6 @@ struct guard_check {
     CUresult answer;            /* CUDA_SUCCESS: the driver answers */
 };
 
-static int is_member(const struct capture *cap, const void *key)
-{
-    for (int i = 0; i < cap->nmembers; i++)
-        if (cap->member_keys[i] == key)
-            return 1;
-    return 0;
-}
-
-static int recorded_event(const struct capture *cap, CUevent event)
-{
-    for (int i = 0; event && i < cap->nevents; i++)
-        if (cap->events[i] == event)
-            return 1;
-    return 0;
-}
-
 /* Whether some stream of the capture synchronises with the legacy stream:
  * the per-thread default stream does, a stream created non-blocking does
  * not (asked of the driver only here, on a refused call's path). */
@@ -540,7 +524,7 @@ static enum guard_rule guard_rule_for(const struct capture *cap, const struct gu
         return RULE_ALWAYS;
     case DRV_GUARD_SYNC_STREAM: {
         struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, g->args));
-        if (is_member(cap, s.key))
+        if (ctab_has_member(cap, s.key))
             return RULE_ALWAYS;
         if (is_legacy(s.real))
             return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
@@ -548,17 +532,17 @@ static enum guard_rule guard_rule_for(const struct capture *cap, const struct gu
     }
     case DRV_GUARD_SYNC_EVENT: {
         CUevent first = drv_args_event(id, g->args), second = drv_args_second_event(id, g->args);
-        if (recorded_event(cap, first) || recorded_event(cap, second))
+        if (ctab_has_event(cap, first) || ctab_has_event(cap, second))
             return RULE_EVENT;
         return second == NULL && unsafe ? RULE_UNSAFE : RULE_NONE;    /* cuEventQuery */
     }
     case DRV_GUARD_UNSAFE:
-        if (id == DRV_cuEventSynchronize && recorded_event(cap, drv_args_event(id, g->args)))
+        if (id == DRV_cuEventSynchronize && ctab_has_event(cap, drv_args_event(id, g->args)))
             return RULE_EVENT;
         if (strncmp(e->base, "cuMemcpy", 8) == 0 || strncmp(e->base, "cuMemset", 8) == 0) {
             /* Synchronous copies and memsets run on a default stream. */
             if (e->ptds)
-                return is_member(cap, ctab_stream_ref(id, NULL).key) ? RULE_ALWAYS : RULE_NONE;
+                return ctab_has_member(cap, ctab_stream_ref(id, NULL).key) ? RULE_ALWAYS : RULE_NONE;
             return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
         }
         return unsafe ? RULE_UNSAFE : RULE_NONE;

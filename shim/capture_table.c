@@ -151,7 +151,7 @@ static struct capture *find(int (*match)(struct capture *, const void *), const 
     return found;
 }
 
-static int match_member(struct capture *cap, const void *key)
+int ctab_has_member(const struct capture *cap, const void *key)
 {
     for (int i = 0; i < cap->nmembers; i++)
         if (cap->member_keys[i] == key)
@@ -159,12 +159,22 @@ static int match_member(struct capture *cap, const void *key)
     return 0;
 }
 
-static int match_event(struct capture *cap, const void *event)
+int ctab_has_event(const struct capture *cap, CUevent event)
 {
-    for (int i = 0; i < cap->nevents; i++)
+    for (int i = 0; event && i < cap->nevents; i++)
         if (cap->events[i] == event)
             return 1;
     return 0;
+}
+
+static int match_member(struct capture *cap, const void *key)
+{
+    return ctab_has_member(cap, key);
+}
+
+static int match_event(struct capture *cap, const void *event)
+{
+    return ctab_has_event(cap, (CUevent)event);
 }
 
 static int match_origin(struct capture *cap, const void *key)

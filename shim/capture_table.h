@@ -129,6 +129,11 @@ struct capture *ctab_find_event(CUevent event);
 /* The registered capture begun on this origin stream, referenced, or NULL. */
 struct capture *ctab_find_origin(const void *key);
 
+/* Whether a stream (by key) takes part in the capture, or the capture
+ * recorded an event. Caller holds cap->lock (membership changes under it). */
+int ctab_has_member(const struct capture *cap, const void *key);
+int ctab_has_event(const struct capture *cap, CUevent event);
+
 /* Membership updates (caller holds cap->lock). */
 void ctab_add_member(struct capture *cap, const void *key);
 void ctab_add_event(struct capture *cap, CUevent event);

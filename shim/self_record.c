@@ -336,6 +336,29 @@ static CUDA_KERNEL_NODE_PARAMS kernel_params_of(const struct call_view *v)
     };
 }
 
+/* The parameters a kernel node takes for the call `v`, the graph's and the
+ * executable graph's alike. The first time, the node is asked: a library
+ * kernel may be held as its CUkernel, and then its own parameters stay the
+ * base of every write; where the node names the call's function, later
+ * writes are built from the call alone. */
+static CUresult kernel_node_params(struct journal_op *op, const struct call_view *v,
+                                   CUDA_KERNEL_NODE_PARAMS *p, const char **call)
+{
+    if (op->node_holds_call_function) {
+        *p = kernel_params_of(v);
+        return CUDA_SUCCESS;
+    }
+    *call = "cuGraphKernelNodeGetParams_v2";
+    CUresult r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(op->node, p);
+    if (r != CUDA_SUCCESS)
+        return r;
+    op->node_holds_call_function = p->func == v->f && p->kern == NULL;
+    p->kernelParams = v->params;
+    p->extra = v->params ? NULL : v->extra;
+    p->sharedMemBytes = v->dims[6];
+    return CUDA_SUCCESS;
+}
+
 static CUresult set_copy_side(CUmemorytype type, CUdeviceptr *device, const void **host,
                               uintptr_t address)
 {
@@ -355,25 +378,10 @@ static CUresult apply_to_node(struct journal_op *op, const struct call_view *v, 
     switch (v->cls) {
     case CALL_KERNEL: {
         CUDA_KERNEL_NODE_PARAMS p;
-        if (op->node_holds_call_function) {
-            /* Seen before: the node's parameters are the call's own, so
-             * they are written without asking for them first. */
-            p = kernel_params_of(v);
-            *call = "cuGraphKernelNodeSetParams_v2";
-            return DRV_REAL(cuGraphKernelNodeSetParams_v2)(node, &p);
-        }
-        *call = "cuGraphKernelNodeGetParams_v2";
-        if ((r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(node, &p)) != CUDA_SUCCESS)
+        if ((r = kernel_node_params(op, v, &p, call)) != CUDA_SUCCESS)
             return r;
-        /* A library kernel may be held as its CUkernel: then the node's
-         * own parameters stay the base of every write. */
-        int same_function = p.func == v->f && p.kern == NULL;
-        p.kernelParams = v->params;
-        p.extra = v->params ? NULL : v->extra;
         *call = "cuGraphKernelNodeSetParams_v2";
-        r = DRV_REAL(cuGraphKernelNodeSetParams_v2)(node, &p);
-        op->node_holds_call_function = r == CUDA_SUCCESS && same_function;
-        return r;
+        return DRV_REAL(cuGraphKernelNodeSetParams_v2)(node, &p);
     }
     case CALL_MEMSET: {
         CUDA_MEMSET_NODE_PARAMS p;
@@ -525,20 +533,9 @@ CUresult self_record_apply_to_exec(CUgraphExec exec, struct journal_op *op, cons
         return DRV_REAL(cuGraphExecHostNodeSetParams)(exec, op->node, &p);
     }
     CUDA_KERNEL_NODE_PARAMS p;
-    if (!op->node_holds_call_function) {
-        /* The node's function (stale arguments or not) tells how the
-         * parameters name it. */
-        *call = "cuGraphKernelNodeGetParams_v2";
-        CUresult r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(op->node, &p);
-        if (r != CUDA_SUCCESS)
-            return r;
-        op->node_holds_call_function = p.func == v.f && p.kern == NULL;
-        p.kernelParams = v.params;
-        p.extra = v.params ? NULL : v.extra;
-        p.sharedMemBytes = v.dims[6];
-    } else {
-        p = kernel_params_of(&v);
-    }
+    CUresult r = kernel_node_params(op, &v, &p, call);
+    if (r != CUDA_SUCCESS)
+        return r;
     *call = "cuGraphExecKernelNodeSetParams_v2";
     return DRV_REAL(cuGraphExecKernelNodeSetParams_v2)(exec, op->node, &p);
 }
