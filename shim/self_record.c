@@ -83,7 +83,6 @@ static void view_of(enum drv_id id, const union drv_args *a, struct call_view *v
     v->event = NULL;
     v->flags = 0;
     v->config = NULL;
-    v->stream = drv_args_stream(id, a);
     switch (id) {
     BOTH(cuLaunchKernel) {
         const struct drv_args_cuLaunchKernel *k = &a->cuLaunchKernel;
@@ -101,7 +100,7 @@ static void view_of(enum drv_id id, const union drv_args *a, struct call_view *v
         const struct drv_args_cuLaunchKernelEx *k = &a->cuLaunchKernelEx;
         const CUlaunchConfig *c = k->config;
         if (!c)
-            return;
+            break;
         view_kernel(v, k->f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
                     c->blockDimZ, c->sharedMemBytes, c->hStream, k->kernelParams, k->extra);
         v->config = c;
@@ -111,71 +110,72 @@ static void view_of(enum drv_id id, const union drv_args *a, struct call_view *v
         v->cls = CALL_MEMSET, v->dst = a->cuMemsetD8Async.dstDevice;
         v->value = a->cuMemsetD8Async.uc;
         v->sizes[0] = 1, v->sizes[1] = a->cuMemsetD8Async.N, v->sizes[2] = v->sizes[3] = 0;
-        return;
+        break;
     BOTH(cuMemsetD16Async)
         v->cls = CALL_MEMSET, v->dst = a->cuMemsetD16Async.dstDevice;
         v->value = a->cuMemsetD16Async.us;
         v->sizes[0] = 2, v->sizes[1] = a->cuMemsetD16Async.N, v->sizes[2] = v->sizes[3] = 0;
-        return;
+        break;
     BOTH(cuMemsetD32Async)
         v->cls = CALL_MEMSET, v->dst = a->cuMemsetD32Async.dstDevice;
         v->value = a->cuMemsetD32Async.ui;
         v->sizes[0] = 4, v->sizes[1] = a->cuMemsetD32Async.N, v->sizes[2] = v->sizes[3] = 0;
-        return;
+        break;
     BOTH(cuMemsetD2D8Async) {
         const struct drv_args_cuMemsetD2D8Async *m = &a->cuMemsetD2D8Async;
         v->cls = CALL_MEMSET, v->dst = m->dstDevice, v->value = m->uc;
         v->sizes[0] = 1, v->sizes[1] = m->Width, v->sizes[2] = m->dstPitch, v->sizes[3] = m->Height;
-        return;
+        break;
     }
     BOTH(cuMemsetD2D16Async) {
         const struct drv_args_cuMemsetD2D16Async *m = &a->cuMemsetD2D16Async;
         v->cls = CALL_MEMSET, v->dst = m->dstDevice, v->value = m->us;
         v->sizes[0] = 2, v->sizes[1] = m->Width, v->sizes[2] = m->dstPitch, v->sizes[3] = m->Height;
-        return;
+        break;
     }
     BOTH(cuMemsetD2D32Async) {
         const struct drv_args_cuMemsetD2D32Async *m = &a->cuMemsetD2D32Async;
         v->cls = CALL_MEMSET, v->dst = m->dstDevice, v->value = m->ui;
         v->sizes[0] = 4, v->sizes[1] = m->Width, v->sizes[2] = m->dstPitch, v->sizes[3] = m->Height;
-        return;
+        break;
     }
     BOTH(cuMemcpyAsync)
         v->cls = CALL_COPY, v->to = a->cuMemcpyAsync.dst, v->from = a->cuMemcpyAsync.src;
         v->bytes = a->cuMemcpyAsync.ByteCount;
-        return;
+        break;
     BOTH(cuMemcpyHtoDAsync_v2)
         v->cls = CALL_COPY, v->to = a->cuMemcpyHtoDAsync_v2.dstDevice;
         v->from = (uintptr_t)a->cuMemcpyHtoDAsync_v2.srcHost;
         v->bytes = a->cuMemcpyHtoDAsync_v2.ByteCount;
-        return;
+        break;
     BOTH(cuMemcpyDtoHAsync_v2)
         v->cls = CALL_COPY, v->to = (uintptr_t)a->cuMemcpyDtoHAsync_v2.dstHost;
         v->from = a->cuMemcpyDtoHAsync_v2.srcDevice;
         v->bytes = a->cuMemcpyDtoHAsync_v2.ByteCount;
-        return;
+        break;
     BOTH(cuMemcpyDtoDAsync_v2)
         v->cls = CALL_COPY, v->to = a->cuMemcpyDtoDAsync_v2.dstDevice;
         v->from = a->cuMemcpyDtoDAsync_v2.srcDevice;
         v->bytes = a->cuMemcpyDtoDAsync_v2.ByteCount;
-        return;
+        break;
     BOTH(cuLaunchHostFunc)
         v->cls = CALL_HOST, v->fn = a->cuLaunchHostFunc.fn, v->data = a->cuLaunchHostFunc.userData;
-        return;
+        break;
     BOTH(cuEventRecord)
         v->cls = CALL_EVENT_RECORD, v->event = a->cuEventRecord.hEvent;
-        return;
+        break;
     BOTH(cuEventRecordWithFlags)
         v->cls = CALL_EVENT_RECORD, v->event = a->cuEventRecordWithFlags.hEvent;
         v->flags = a->cuEventRecordWithFlags.flags;
-        return;
+        break;
     BOTH(cuStreamWaitEvent)
         v->cls = CALL_WAIT, v->event = a->cuStreamWaitEvent.hEvent;
         v->flags = a->cuStreamWaitEvent.Flags;
-        return;
+        break;
     default:
-        return;
+        break;
     }
+    v->stream = drv_args_stream(id, a);
 }
 
 /* --- streams and events by their part in the capture ---------------------------- */
@@ -250,6 +250,8 @@ void self_record_start(struct self_record *s, struct journal *rec, const void *o
     s->next = 0;
     s->nstreams = s->nevents = 0;
     s->rec = rec;
+    s->listed = 0;
+    s->newly_stale = 0;
     stream_index(s, origin_key, rec->origin_key);
     journal_stale_lock();
     rec->in_use = 1;
@@ -261,12 +263,41 @@ void self_record_stop(struct self_record *s)
     if (!s || !s->rec)
         return;
     journal_stale_lock();
+    s->rec->stale_ops += s->newly_stale;
     s->rec->in_use = 0;
     journal_stale_unlock();
+    s->newly_stale = 0;
     s->rec = NULL;
 }
 
 /* --- comparing --------------------------------------------------------------- */
+
+/* Kernel arguments are mostly 4 or 8 bytes: compared and copied inline,
+ * since a library call per argument is most of a recorded launch's cost. */
+static int arg_equal(const void *a, const void *b, size_t size)
+{
+    if (size == 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8), memcpy(&y, b, 8);
+        return x == y;
+    }
+    if (size == 4) {
+        uint32_t x, y;
+        memcpy(&x, a, 4), memcpy(&y, b, 4);
+        return x == y;
+    }
+    return memcmp(a, b, size) == 0;
+}
+
+static void arg_copy(void *to, const void *from, size_t size)
+{
+    if (size == 8)
+        memcpy(to, from, 8);
+    else if (size == 4)
+        memcpy(to, from, 4);
+    else
+        memcpy(to, from, size);
+}
 
 /* Whether the kernels' argument values are equal; -1 when their forms differ. */
 static int kernel_args_equal(const struct call_view *cur, const struct kparams_layout *l,
@@ -279,7 +310,7 @@ static int kernel_args_equal(const struct call_view *cur, const struct kparams_l
         if (!l || !l->known)
             return -1;
         for (unsigned i = 0; i < l->count; i++)
-            if (memcmp(cur->params[i], rec_params[i], l->size[i]) != 0)
+            if (!arg_equal(cur->params[i], rec_params[i], l->size[i]))
                 return 0;
         return 1;
     }
@@ -308,12 +339,20 @@ static void kernel_args_store(const struct call_view *cur, const struct kparams_
 {
     if (cur->params) {
         for (unsigned i = 0; i < l->count; i++)
-            memcpy(rec_params[i], cur->params[i], l->size[i]);
+            arg_copy(rec_params[i], cur->params[i], l->size[i]);
     } else if (cur->extra) {
         for (size_t i = 0; cur->extra[i] != CU_LAUNCH_PARAM_END; i += 2)
             if (cur->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
                 memcpy(rec_extra[1], cur->extra[i + 1], *(const size_t *)rec_extra[3]);
     }
+}
+
+static int dims_differ(const unsigned *a, const unsigned *b)
+{
+    unsigned d = 0;
+    for (int i = 0; i < 7; i++)
+        d |= a[i] ^ b[i];
+    return d != 0;
 }
 
 static int configs_equal(const CUlaunchConfig *a, const CUlaunchConfig *b)
@@ -424,12 +463,10 @@ static void store_call(struct journal_op *op, const union drv_args *a, const str
                        const struct call_view *rec, int same)
 {
     if (cur->cls == CALL_KERNEL) {
-        CUlaunchConfig *config;
-        journal_kernel_params(op, &config);
         if (!same)
             kernel_args_store(cur, op->layout, rec->params, rec->extra);
-        if (config)
-            config->hStream = cur->stream;
+        if (rec->config)    /* the recording's own copy of the configuration */
+            ((CUlaunchConfig *)rec->config)->hStream = cur->stream;
         else if (op->id == DRV_cuLaunchCooperativeKernel || op->id == DRV_cuLaunchCooperativeKernel_ptsz)
             op->args.cuLaunchCooperativeKernel.hStream = cur->stream;
         else
@@ -447,23 +484,27 @@ static void store_call(struct journal_op *op, const union drv_args *a, const str
 }
 
 /* Kernel and host-function nodes take new arguments lazily: marks the
- * node stale and returns 1, or returns 0 when it must be written now. */
-static int mark_stale(struct journal *rec, struct journal_op *op)
+ * node stale and returns 1, or returns 0 when it must be written now.
+ * While a capture records against it, nobody else reads or writes a
+ * recording's stale marks (flushes skip recordings in use), so only the
+ * listing takes the stale lock, once per capture; the count is added at
+ * self_record_stop. */
+static int mark_stale(struct self_record *s, struct journal_op *op)
 {
     if (op->creates != CU_GRAPH_NODE_TYPE_KERNEL && op->creates != CU_GRAPH_NODE_TYPE_HOST)
         return 0;
-    int lazy = 1;
-    journal_stale_lock();
-    if (!op->stale) {
-        if (journal_list_stale(rec) == 0) {
-            op->stale = 1;
-            rec->stale_ops++;
-        } else {
-            lazy = 0;
-        }
+    if (op->stale)
+        return 1;
+    if (!s->listed) {
+        journal_stale_lock();
+        s->listed = journal_list_stale(s->rec) == 0;
+        journal_stale_unlock();
+        if (!s->listed)
+            return 0;
     }
-    journal_stale_unlock();
-    return lazy;
+    op->stale = 1;
+    s->newly_stale++;
+    return 1;
 }
 
 /* Caller holds the journal stale lock. */
@@ -595,7 +636,7 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
         return SELF_SAME;
     }
     case CALL_KERNEL: {
-        if (cur.f != rec.f || memcmp(cur.dims, rec.dims, sizeof cur.dims) != 0 ||
+        if (cur.f != rec.f || dims_differ(cur.dims, rec.dims) ||
             !configs_equal(cur.config, rec.config))
             return refuse(why, len, "%s changed the function, launch dimensions or attributes",
                           drv_table[id].symbol);
@@ -627,7 +668,7 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
         return refuse(why, len, "recap does not know the node %s made", drv_table[id].symbol);
 
     if (!same) {
-        if (!mark_stale(s->rec, op)) {
+        if (!mark_stale(s, op)) {
             /* Memsets and copies: the driver checks their addresses at
              * the call, so the node takes them now and a refusal still
              * reaches this call through the switch. */

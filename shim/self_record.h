@@ -46,6 +46,10 @@ struct self_record {
     struct self_deps event_deps[CAPTURE_MAX_EVENTS];
     int event_recorded[CAPTURE_MAX_EVENTS];
     int nevents;
+    /* Stale marks made by this capture, counted into the recording at
+     * self_record_stop; whether it listed the recording as stale. */
+    size_t newly_stale;
+    int listed;
 };
 
 /* Default edges, as many as a stream's dependencies can be: what a capture

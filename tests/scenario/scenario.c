@@ -49,6 +49,17 @@ static void recipe_shape(struct sc_recipe *r, int it, int shape)
     sc_add(r, SC_AXPY, 0.5f, 2, 3, 0);
 }
 
+/* "chainK": K scale kernels between two axpys, every argument new each
+ * iteration (the loop scripts/bench-instantiate times on the GPU). */
+static void recipe_chain(struct sc_recipe *r, int it, int k)
+{
+    r->n = 0;
+    sc_add(r, SC_AXPY, 1.0f + (float)it, 0, 1, 0);
+    for (int i = 0; i < k && r->n < SC_MAX_OPS - 1; i++)
+        sc_add(r, SC_SCALE, 0.75f + 0.01f * (float)((i + it) % 7), 1 + i % 3, 0, 0);
+    sc_add(r, SC_AXPY, 0.5f, 2, 3, 0);
+}
+
 /* Self-recording's switch points: recipe_shape(it, 3) every iteration (so
  * a cached graph is recorded against), with, every fourth iteration, a
  * call that does not match the recorded one at the first call ("first"),
@@ -155,6 +166,8 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
             recipe_switch_point(&r, it, name + 7);
         else if (cycle_length(name, "cycle"))
             recipe_shape(&r, it, 1 + it % cycle_length(name, "cycle"));
+        else if (cycle_length(name, "chain"))
+            recipe_chain(&r, it, cycle_length(name, "chain"));
         else if (cycle_length(name, "mixed"))
             recipe_mixed(&r, it, 1 + 2 * (it % cycle_length(name, "mixed")));
         else if (!strcmp(name, "fresh_shapes"))
