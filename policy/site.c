@@ -12,6 +12,11 @@
  * loader's lock for a moment) and, on the very first backtrace of the
  * process, libgcc_s being loaded, which site_set_self_module does up front.
  *
+ * A per-thread memo maps the last few stacks hashed to their ids, so that a
+ * loop capturing at one site compares its frames with the memo's instead of
+ * looking each one up and hashing it again; it holds exactly what the cache
+ * would give, because a resolved frame never changes.
+ *
  * Known limit: the cache maps a return address to a module for the life of
  * the process. A library unloaded and another loaded at the same address
  * would keep the first one's name; capture sites in dlclose'd code are rare
@@ -62,6 +67,20 @@ static _Atomic uintptr_t site_self_base;
 /* Most leading self frames seen so far: sizes the next backtrace request
  * so that a shallow site depth does not unwind the whole stack. */
 static _Atomic int site_skip_hint;
+
+/* Stacks hashed lately on this thread: the id of (frames, stop module). */
+#define SITE_ID_MEMO_ENTRIES 4
+#define SITE_ID_MEMO_DEPTH 16      /* deeper stacks are hashed every time */
+
+struct site_id_memo {
+    uint64_t id;                   /* 0: empty */
+    uintptr_t stop_base;
+    int depth, kept;
+    void *pc[SITE_ID_MEMO_DEPTH];
+};
+
+static __thread struct site_id_memo site_id_memos[SITE_ID_MEMO_ENTRIES];
+static __thread unsigned site_id_memo_next;
 
 /* The main executable: dladdr names it "" (or argv[0] on some systems), so
  * its name comes from /proc/self/exe, read once. */
@@ -233,16 +252,17 @@ void site_set_self_module(const void *addr_in_module)
 
 /* noinline: the search below anchors on this function's own return address. */
 __attribute__((noinline))
-void site_stack_capture(struct site_stack *st, int depth)
+void site_stack_capture(struct site_stack *st, int depth, const struct site_entry *entry)
 {
     void *raw[SITE_MAX_DEPTH + SITE_SKIP_MAX];
     void *caller = __builtin_return_address(0);
-    const void *frame = __builtin_frame_address(0);
+    const struct site_entry here = { .ret = caller, .cfa = __builtin_dwarf_cfa() };
+    const struct site_entry *at = entry ? entry : &here;
     if (depth < 1)
         depth = 1;
     if (depth > SITE_MAX_DEPTH)
         depth = SITE_MAX_DEPTH;
-    if (stack_memo_recall(frame, depth, st))
+    if (stack_memo_recall(at, depth, st))
         return;
     uintptr_t self = atomic_load_explicit(&site_self_base, memory_order_acquire);
     int hint = atomic_load_explicit(&site_skip_hint, memory_order_relaxed);
@@ -289,29 +309,32 @@ void site_stack_capture(struct site_stack *st, int depth)
         for (int i = 0; i < kept; i++)
             st->pc[i] = raw[first + i];
         st->depth = kept;
-        stack_memo_remember(frame, depth, st);
+        stack_memo_remember(at, depth, st);
         return;
     }
 }
 
 uint64_t site_id_of(const struct site_stack *st)
 {
-    uint64_t h = HASH_FNV_OFFSET;
-    int depth = st->depth < 0 ? 0 : st->depth > SITE_MAX_DEPTH ? SITE_MAX_DEPTH : st->depth;
-    for (int i = 0; i < depth; i++) {
-        uintptr_t base;
-        uint64_t frame;
-        site_lookup((uintptr_t)st->pc[i], &base, &frame);
-        /* Order matters: the same frames in another order are another site. */
-        h = hash_mix64((h ^ frame) * HASH_FNV_PRIME + (uint64_t)i);
-    }
-    return h != 0 ? h : 1;
+    return site_id_of_until(st, 0, NULL);
 }
 
 uint64_t site_id_of_until(const struct site_stack *st, uintptr_t stop_base, int *kept)
 {
     uint64_t h = HASH_FNV_OFFSET;
     int depth = st->depth < 0 ? 0 : st->depth > SITE_MAX_DEPTH ? SITE_MAX_DEPTH : st->depth;
+    int memo = depth <= SITE_ID_MEMO_DEPTH;
+    if (memo) {
+        for (int k = 0; k < SITE_ID_MEMO_ENTRIES; k++) {
+            const struct site_id_memo *m = &site_id_memos[k];
+            if (m->id != 0 && m->depth == depth && m->stop_base == stop_base &&
+                memcmp(m->pc, st->pc, (size_t)depth * sizeof st->pc[0]) == 0) {
+                if (kept)
+                    *kept = m->kept;
+                return m->id;
+            }
+        }
+    }
     int i = 0;
     for (; i < depth; i++) {
         uintptr_t base;
@@ -319,11 +342,21 @@ uint64_t site_id_of_until(const struct site_stack *st, uintptr_t stop_base, int 
         site_lookup((uintptr_t)st->pc[i], &base, &frame);
         if (stop_base != 0 && base == stop_base)
             break;
+        /* Order matters: the same frames in another order are another site. */
         h = hash_mix64((h ^ frame) * HASH_FNV_PRIME + (uint64_t)i);
     }
     if (kept)
         *kept = i;
-    return h != 0 ? h : 1;
+    h = h != 0 ? h : 1;
+    if (memo) {
+        struct site_id_memo *m = &site_id_memos[site_id_memo_next++ % SITE_ID_MEMO_ENTRIES];
+        m->id = h;
+        m->stop_base = stop_base;
+        m->depth = depth;
+        m->kept = i;
+        memcpy(m->pc, st->pc, (size_t)depth * sizeof st->pc[0]);
+    }
+    return h;
 }
 
 size_t site_frame_format(const void *pc, char *buf, size_t len)

@@ -28,9 +28,21 @@ struct site_stack {
  * it no frame is skipped. */
 void site_set_self_module(const void *addr_in_module);
 
+/* Where the program called into the skipped module: that call's return
+ * address (the stack's innermost frame) and the caller's stack pointer at
+ * the call (the callee's canonical frame address). Everything above `cfa`
+ * is the program's own live frames; everything below is the module's,
+ * where stale copies of return addresses lie. */
+struct site_entry {
+    const void *ret;
+    const void *cfa;
+};
+
 /* Fills `st` with up to `depth` (1..SITE_MAX_DEPTH) return addresses of the
- * callers above the skipped module, innermost first. */
-void site_stack_capture(struct site_stack *st, int depth);
+ * callers above the skipped module, innermost first. `entry` (may be NULL:
+ * then the caller of this function is the entry) lets a stack seen before
+ * on this thread be recognised without unwinding (policy/stack_memo.h). */
+void site_stack_capture(struct site_stack *st, int depth, const struct site_entry *entry);
 
 /* The stable id of a stack. Never 0 (0 means "no site"). */
 uint64_t site_id_of(const struct site_stack *st);

@@ -782,7 +782,8 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
     return target;
 }
 
-CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode mode)
+CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode mode,
+                          const void *entry_return, const void *entry_cfa)
 {
     if (runtime_passthrough)
         return begin_plain(id, stream, mode);
@@ -802,7 +803,8 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
 
     struct site_stack stack;
     struct site_origin origin;
-    site_stack_capture(&stack, runtime_settings.stack_depth);
+    struct site_entry entry = { .ret = entry_return, .cfa = entry_cfa };
+    site_stack_capture(&stack, runtime_settings.stack_depth, &entry);
     uint64_t site_id = site_names_identify(&stack, runtime_settings.stack_depth, &origin);
     const char *names_warning = site_names_take_warning();
     if (names_warning != NULL)

@@ -19,7 +19,8 @@
 
 /* The cuStreamBeginCapture* hook (v1 forms pass GLOBAL and are never
  * recaptured: they have no mode to recapture with). */
-CUresult capture_on_begin(enum drv_id id, CUstream hStream, CUstreamCaptureMode mode);
+CUresult capture_on_begin(enum drv_id id, CUstream hStream, CUstreamCaptureMode mode,
+                          const void *entry_return, const void *entry_cfa);
 
 /* The cuStreamEndCapture* hook. */
 CUresult capture_on_end(enum drv_id id, CUstream hStream, CUgraph *phGraph);

@@ -435,9 +435,11 @@ def wrapper_body(e):
         return ("CUresult r = %s;\n    if (r == CUDA_SUCCESS && pfn && *pfn)\n"
                 "        *pfn = interpose_wrap_proc(*pfn, symbol, cudaVersion, flags);\n    return r;" % call)
     if e.role == "begin":
-        return "return capture_on_begin(DRV_%s, hStream, mode);" % e.symbol
+        return ("return capture_on_begin(DRV_%s, hStream, mode, __builtin_return_address(0), "
+                "__builtin_dwarf_cfa());" % e.symbol)
     if e.role == "begin_v1":
-        return "return capture_on_begin(DRV_%s, hStream, CU_STREAM_CAPTURE_MODE_GLOBAL);" % e.symbol
+        return ("return capture_on_begin(DRV_%s, hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, "
+                "__builtin_return_address(0), __builtin_dwarf_cfa());" % e.symbol)
     if e.role == "end":
         return "return capture_on_end(DRV_%s, hStream, phGraph);" % e.symbol
     if e.role == "graph_destroy":

@@ -17,7 +17,7 @@ void probe_set_self(int skip_probe_frames)
 uint64_t probe_id(int depth)
 {
     struct site_stack st;
-    site_stack_capture(&st, depth);
+    site_stack_capture(&st, depth, NULL);
     return site_id_of(&st);
 }
 
@@ -43,7 +43,7 @@ int probe_frames(int depth, char *out, size_t len)
 {
     struct site_stack st;
     size_t at = 0;
-    site_stack_capture(&st, depth);
+    site_stack_capture(&st, depth, NULL);
     out[0] = '\0';
     for (int i = 0; i < st.depth && at + 1 < len; i++) {
         at += site_frame_format(st.pc[i], out + at, len - at);

@@ -138,7 +138,7 @@ __attribute__((noinline)) uint64_t test_site_here(int depth);
 __attribute__((noinline)) uint64_t test_site_here(int depth)
 {
     struct site_stack st;
-    site_stack_capture(&st, depth);
+    site_stack_capture(&st, depth, NULL);
     uint64_t id = site_id_of(&st);
     __asm__ volatile("" ::: "memory");   /* keep this frame: no tail call */
     return id;
@@ -189,9 +189,9 @@ Test(site, capture_depth_bounds)
 {
     struct site_stack st;
     site_set_self_module(NULL);
-    site_stack_capture(&st, 0);
+    site_stack_capture(&st, 0, NULL);
     cr_expect_eq(st.depth, 1);
-    site_stack_capture(&st, 1000);
+    site_stack_capture(&st, 1000, NULL);
     cr_expect_leq(st.depth, SITE_MAX_DEPTH);
     cr_expect_geq(st.depth, 3);
     /* innermost kept frame is in this test function, not in site.c */

@@ -20,7 +20,7 @@ static volatile int touched_a, touched_b, touched_via_a, touched_via_b;
 static __attribute__((noinline)) uint64_t capture_here(void)
 {
     struct site_stack st;
-    site_stack_capture(&st, 3);   /* capture_here, path_x, via_x */
+    site_stack_capture(&st, 3, NULL);   /* capture_here, path_x, via_x */
     __asm__ volatile("" ::: "memory");
     return site_id_of(&st);
 }
