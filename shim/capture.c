@@ -476,6 +476,7 @@ enum guard_rule {
     RULE_UNSAFE,        /* refused by the capture modes (thread mode, owner) */
     RULE_ALWAYS,        /* refused whatever the modes: sync of what captures */
     RULE_EVENT,         /* an event recorded in the capture */
+    RULE_UNCAPTURABLE,  /* work no capture holds (a host callback) on a capturing stream */
     RULE_LEGACY,        /* the legacy stream, against a blocking capturing stream */
     RULE_LEGACY_QUERY   /* the same, asked only: refused, nothing invalidated */
 };
@@ -530,6 +531,12 @@ static enum guard_rule guard_rule_for(const struct capture *cap, const struct gu
             return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
         return unsafe ? RULE_UNSAFE : RULE_NONE;
     }
+    case DRV_GUARD_STREAM_WORK: {
+        struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, g->args));
+        if (ctab_has_member(cap, s.key))
+            return RULE_UNCAPTURABLE;
+        return is_legacy(s.real) && has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
+    }
     case DRV_GUARD_SYNC_EVENT: {
         CUevent first = drv_args_event(id, g->args), second = drv_args_second_event(id, g->args);
         if (ctab_has_event(cap, first) || ctab_has_event(cap, second))
@@ -563,6 +570,7 @@ static const char *const rule_reasons[] = {
     [RULE_UNSAFE] = "the program made a call its capture mode prohibits",
     [RULE_ALWAYS] = "the program synchronised or queried what the capture holds",
     [RULE_EVENT] = "the program used an event recorded in the capture",
+    [RULE_UNCAPTURABLE] = "the program put work no capture can hold on a capturing stream",
     [RULE_LEGACY] = "the program used the legacy stream during the capture",
     [RULE_LEGACY_QUERY] = "the program asked the legacy stream about capturing",
 };
@@ -571,6 +579,7 @@ static const CUresult rule_errors[] = {
     [RULE_UNSAFE] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
     [RULE_ALWAYS] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
     [RULE_EVENT] = CUDA_ERROR_CAPTURED_EVENT,
+    [RULE_UNCAPTURABLE] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
     [RULE_LEGACY] = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
     [RULE_LEGACY_QUERY] = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
 };

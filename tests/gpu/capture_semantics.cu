@@ -52,6 +52,8 @@ static cudaStream_t g_s; /* the capturing stream (blocking, or non-blocking for 
 static cudaStream_t g_blocking, g_nonblocking, g_other, g_nb_free;
 static cudaEvent_t g_ev_in;     /* recorded inside the capture */
 static cudaEvent_t g_ev_before; /* recorded (and completed) before the capture */
+static int *g_managed;          /* managed memory, for cudaStreamAttachMemAsync */
+static char g_host_buf[8192];   /* registered and unregistered by cudaHostRegister */
 
 static const char *name(cudaError_t e) { return cudaGetErrorName(e); }
 
@@ -110,6 +112,7 @@ struct call_state {
     void *host_before = nullptr; /* for cudaFreeHost */
     void *dev_new = nullptr;     /* made by cudaMalloc */
     void *host_new = nullptr;    /* made by cudaMallocHost */
+    bool registered = false;     /* g_host_buf, by cudaHostRegister */
     bool consumed = false;
 };
 
@@ -158,6 +161,22 @@ static cudaError_t c_event_sync_before(call_state *) { return cudaEventSynchroni
 static cudaError_t c_stream_sync_legacy(call_state *) { return cudaStreamSynchronize(cudaStreamLegacy); }
 static cudaError_t c_stream_query_legacy(call_state *) { return cudaStreamQuery(cudaStreamLegacy); }
 static cudaError_t c_stream_sync_nb(call_state *) { return cudaStreamSynchronize(g_nb_free); }
+static void CUDART_CB host_callback(cudaStream_t, cudaError_t, void *) {}
+static cudaError_t c_add_callback_s(call_state *) { return cudaStreamAddCallback(g_s, host_callback, nullptr, 0); }
+static cudaError_t c_add_callback_other(call_state *)
+{
+    return cudaStreamAddCallback(g_other, host_callback, nullptr, 0);
+}
+static cudaError_t c_attach_mem_s(call_state *)
+{
+    return cudaStreamAttachMemAsync(g_s, g_managed, 0, cudaMemAttachSingle);
+}
+static cudaError_t c_host_register(call_state *cs)
+{
+    cudaError_t e = cudaHostRegister(g_host_buf, sizeof g_host_buf, cudaHostRegisterDefault);
+    if (e == cudaSuccess) cs->registered = true;
+    return e;
+}
 
 struct call_desc {
     const char *name;
@@ -188,6 +207,10 @@ static const call_desc CALLS[] = {
     {"cudaStreamSynchronize(legacy)", c_stream_sync_legacy, false},
     {"cudaStreamQuery(legacy)", c_stream_query_legacy, false},
     {"cudaStreamSynchronize(nonblocking)", c_stream_sync_nb, false},
+    {"cudaStreamAddCallback(s)", c_add_callback_s, false},
+    {"cudaStreamAddCallback(other)", c_add_callback_other, false},
+    {"cudaStreamAttachMemAsync(s)", c_attach_mem_s, false},
+    {"cudaHostRegister", c_host_register, false},
     /* the same legacy-stream uses while a non-blocking stream captures */
     {"kernel(legacy)[s_nonblocking]", c_legacy_kernel, true},
     {"cudaMemcpy_DtoD[s_nonblocking]", c_memcpy, true},
@@ -248,6 +271,7 @@ static void run_case(cudaStreamCaptureMode mode, const call_desc &c, thread_kind
     cudaGetLastError();
     if (cs.dev_new) CUDA_CHECK(cudaFree(cs.dev_new));
     if (cs.host_new) CUDA_CHECK(cudaFreeHost(cs.host_new));
+    if (cs.registered) CUDA_CHECK(cudaHostUnregister(g_host_buf));
     if (!(c.fn == c_free && cs.consumed)) CUDA_CHECK(cudaFree(cs.dev_before));
     if (!(c.fn == c_free_host && cs.consumed)) CUDA_CHECK(cudaFreeHost(cs.host_before));
     std::string after = is_capturing(g_s);
@@ -675,6 +699,7 @@ int main(void)
     CUDA_CHECK(cudaStreamCreateWithFlags(&g_nb_free, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&g_ev_in, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&g_ev_before, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMallocManaged(&g_managed, 4096));
     /* Warm up: module loading, every stream once. */
     k_add<<<1, 32>>>(g_dev, 0);
     k_add<<<1, 32, 0, g_blocking>>>(g_dev, 0);

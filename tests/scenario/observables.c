@@ -123,8 +123,26 @@ static CUresult scale(CUstream s, float a, int x)
 
 /* --- calls made on another thread -------------------------------------- */
 
+/* Host memory for cuMemHostRegister; host callbacks that ran. */
+static char host_buf[4096];
+static int callbacks_run;
+
+static void CUDA_CB count_callback(CUstream s, CUresult status, void *data)
+{
+    (void)s, (void)status, (void)data;
+    __atomic_add_fetch(&callbacks_run, 1, __ATOMIC_RELAXED);
+}
+
+static CUresult host_register(void)
+{
+    CUresult rc = cuMemHostRegister(host_buf, sizeof host_buf, 0);
+    if (rc == CUDA_SUCCESS) cuMemHostUnregister(host_buf);
+    return rc;
+}
+
 struct other_call {
-    int what;                  /* 0 cuMemAlloc, 1 cuStreamEndCapture */
+    int what;                  /* 0 cuMemAlloc, 1 cuStreamEndCapture, 2 cuMemHostRegister,
+                                  3 cuStreamAddCallback on the capturing stream */
     int relaxed;               /* exchange to RELAXED first */
     CUresult rc;
     CUgraph graph;
@@ -142,8 +160,12 @@ static void *other_thread(void *p)
         CUdeviceptr d = 0;
         a->rc = cuMemAlloc(&d, 256);
         if (a->rc == CUDA_SUCCESS) cuMemFree(d);
-    } else {
+    } else if (a->what == 1) {
         a->rc = cuStreamEndCapture(cap_stream, &a->graph);
+    } else if (a->what == 2) {
+        a->rc = host_register();
+    } else {
+        a->rc = cuStreamAddCallback(cap_stream, count_callback, NULL, 0);
     }
     return NULL;
 }
@@ -271,6 +293,30 @@ static int observe(int it, CUgraph *ended)
         printf("  unjoined fork: wait=%d", (int)rc);
         printf(" kernel=%d side=%s\n", (int)scale(side, 1.5f, 2), capturing(side));
         break;
+    case 20: /* work no capture can hold, on the capturing stream (measured: refused) */
+        rc = cuStreamAddCallback(cap_stream, count_callback, NULL, 0);
+        printf("  cuStreamAddCallback(cap): rc=%d cap=%s\n", (int)rc, capturing(cap_stream));
+        break;
+    case 21: /* ... on a stream outside the capture: ordinary work */
+        rc = cuStreamAddCallback(idle_stream, count_callback, NULL, 0);
+        printf("  cuStreamAddCallback(idle): rc=%d cap=%s\n", (int)rc, capturing(cap_stream));
+        break;
+    case 22:
+        rc = cuStreamAttachMemAsync(cap_stream, ctx.buf[0], 0, CU_MEM_ATTACH_SINGLE);
+        printf("  cuStreamAttachMemAsync(cap): rc=%d cap=%s\n", (int)rc, capturing(cap_stream));
+        break;
+    case 23: /* page-locking host memory: potentially unsafe */
+        rc = host_register();
+        printf("  cuMemHostRegister(this thread): rc=%d cap=%s\n", (int)rc, capturing(cap_stream));
+        break;
+    case 24:
+        rc = on_other_thread(2, 0, NULL);
+        printf("  cuMemHostRegister(other thread): rc=%d cap=%s\n", (int)rc, capturing(cap_stream));
+        break;
+    case 25:
+        rc = on_other_thread(3, 0, NULL);
+        printf("  cuStreamAddCallback(cap, other thread): rc=%d cap=%s\n", (int)rc, capturing(cap_stream));
+        break;
     default:
         break;
     }
@@ -342,6 +388,8 @@ int main(int argc, char **argv)
         return 2;
     }
     for (int it = 0; it < iters; it++) iteration(it);
+    cuCtxSynchronize();
+    printf("host callbacks run: %d\n", __atomic_load_n(&callbacks_run, __ATOMIC_RELAXED));
     printf("final sum=%08x\n", sc_checksum(&ctx));
     sc_write_stats();
     return 0;

@@ -2,9 +2,10 @@
  * test_observables.c - what a program observes mid-capture is the same with
  * and without recap.
  *
- * Runs tests/scenario/observables.c (20 captures at one site, one mid-capture
+ * Runs tests/scenario/observables.c (26 captures at one site, one mid-capture
  * observation per iteration: capture status and info, fork and join, the
- * prohibited calls of READINGS.md "Capture prohibitions" and the
+ * prohibited calls of READINGS.md "Capture prohibitions" (host callbacks,
+ * memory attachment and host registration included) and the
  * invalidation they cause, the thread's capture mode) without recap and
  * under LD_PRELOAD=librecap.so, on the stand-in at driver 13000 (recap makes
  * plain captures) and 13030 (recapture), each also with RECAP_SELF_RECORD=on
@@ -29,7 +30,7 @@ static void obs_spec(struct run_spec *spec, const struct obs_case *c, const char
 {
     memset(spec, 0, sizeof *spec);
     spec->argv[0] = run_env_path("OBSERVABLES_BIN");
-    spec->argv[1] = "20";
+    spec->argv[1] = "26";
     spec->timeout_s = 120;
     run_setenv(spec, "STANDIN_DRIVER_VERSION", "%s", c->driver);
     run_setenv(spec, "SCENARIO_STATS", "%s", stats);

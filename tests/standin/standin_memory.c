@@ -196,6 +196,21 @@ static CUresult mem_free_host(void *p)
 
 SI_API(cuMemAllocHost, (void **pp, unsigned int bytesize), mem_alloc_host(pp, bytesize))
 SI_API(cuMemAllocHost_v2, (void **pp, size_t bytesize), mem_alloc_host(pp, bytesize))
+
+/* Page-locking host memory is a potentially unsafe call (measured on
+ * driver 580: refused in GLOBAL and THREAD_LOCAL capture modes like
+ * cuMemAlloc); the stand-in's memory is all host memory, so registration
+ * changes nothing and is not tracked. */
+static CUresult mem_host_register(void *p, size_t bytesize)
+{
+    CUresult rc = si_capture_unsafe_call("cuMemHostRegister");
+    if (rc) return rc;
+    return p && bytesize ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SI_API(cuMemHostRegister_v2, (void *p, size_t bytesize, unsigned int flags),
+       ((void)flags, mem_host_register(p, bytesize)))
+SI_API(cuMemHostUnregister, (void *p), p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE)
 SI_API(cuMemFreeHost, (void *p), mem_free_host(p))
 
 /* Stream-ordered allocation: immediate outside capture, a mem alloc node

@@ -136,6 +136,76 @@ static CUresult stream_wait_idle(CUstream hStream, bool ptsz, bool query)
     return query ? si_async_query_stream(s) : si_async_sync_stream(s);
 }
 
+/* Work no capture can hold (measured on driver 580, READINGS.md "Capture
+ * prohibitions"): a host callback or a memory attachment on a stream of a
+ * capture is refused and invalidates the capture, whatever the modes and
+ * the thread; on any other stream it is ordinary stream work. */
+static CUresult uncapturable_gate(CUstream hStream, bool ptsz, const char *what,
+                                  struct si_stream **out)
+{
+    CUresult rc = si_stream_get(hStream, ptsz, out);
+    if (rc || (rc = si_capture_gate(*out))) return rc;
+    if ((*out)->cap) {
+        si_capture_invalidate((*out)->cap, what);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    return CUDA_SUCCESS;
+}
+
+struct stream_callback {
+    CUstreamCallback fn;
+    CUstream stream;
+    void *data;
+};
+
+/* The callback runs as a host function in stream order; it is told of no
+ * error (the stand-in's work does not fail once enqueued). */
+static void CUDA_CB run_stream_callback(void *p)
+{
+    struct stream_callback cb = *(struct stream_callback *)p;
+    free(p);
+    cb.fn(cb.stream, CUDA_SUCCESS, cb.data);
+}
+
+static CUresult stream_add_callback(CUstream hStream, CUstreamCallback fn, void *data,
+                                    unsigned flags, bool ptsz)
+{
+    struct si_stream *s;
+    struct si_params p;
+    if (!fn || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = uncapturable_gate(hStream, ptsz, "host callback added to a capturing stream", &s);
+    if (rc) return rc;
+    struct stream_callback *cb = malloc(sizeof *cb);
+    if (!cb) return CUDA_ERROR_OUT_OF_MEMORY;
+    *cb = (struct stream_callback){ fn, hStream, data };
+    CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_HOST};
+    np.host.fn = run_stream_callback;
+    np.host.userData = cb;
+    if ((rc = si_params_build(&p, &np, s->ctx))) {
+        free(cb);
+        return rc;
+    }
+    return si_submit(s, &p, NULL);
+}
+
+SI_API(cuStreamAddCallback, (CUstream s, CUstreamCallback fn, void *data, unsigned int flags),
+       stream_add_callback(s, fn, data, flags, false))
+SI_API(cuStreamAddCallback_ptsz, (CUstream s, CUstreamCallback fn, void *data, unsigned int flags),
+       stream_add_callback(s, fn, data, flags, true))
+
+/* Memory attachment changes no memory the stand-in models: accepted. */
+static CUresult stream_attach_mem(CUstream hStream, CUdeviceptr dptr, bool ptsz)
+{
+    struct si_stream *s;
+    CUresult rc = uncapturable_gate(hStream, ptsz, "memory attached on a capturing stream", &s);
+    return rc ? rc : dptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SI_API(cuStreamAttachMemAsync, (CUstream s, CUdeviceptr dptr, size_t length, unsigned int flags),
+       ((void)length, (void)flags, stream_attach_mem(s, dptr, false)))
+SI_API(cuStreamAttachMemAsync_ptsz, (CUstream s, CUdeviceptr dptr, size_t length, unsigned int flags),
+       ((void)length, (void)flags, stream_attach_mem(s, dptr, true)))
+
 SI_API(cuStreamSynchronize, (CUstream s), stream_wait_idle(s, false, false))
 SI_API(cuStreamSynchronize_ptsz, (CUstream s), stream_wait_idle(s, true, false))
 SI_API(cuStreamQuery, (CUstream s), stream_wait_idle(s, false, true))

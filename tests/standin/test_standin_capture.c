@@ -591,3 +591,53 @@ Test(capture, threads_capture_concurrently, .init = setup)
     cr_assert_eq(standin_live_objects("graph"), 0);
     cr_assert_eq(standin_live_objects("exec"), 0);
 }
+
+static void CUDA_CB count_stream_callback(CUstream s, CUresult status, void *data)
+{
+    (void)s;
+    cr_assert_eq(status, CUDA_SUCCESS);
+    ++*(int *)data;
+}
+
+/* Measured on driver 580 (READINGS.md "Capture prohibitions"): a host
+ * callback or a memory attachment on a capturing stream is refused and
+ * invalidates the capture; a callback on another stream runs in order. */
+Test(capture, work_no_capture_holds_is_refused_on_a_capturing_stream, .init = setup)
+{
+    int runs = 0;
+    CUstreamCaptureStatus st;
+    CUgraph g = NULL;
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CK(cuStreamAddCallback(fx.s2, count_stream_callback, &runs, 0));
+    CK(cuStreamSynchronize(fx.s2));
+    cr_assert_eq(runs, 1, "a callback on a stream outside the capture ran %d times", runs);
+    cr_assert_eq(cuStreamAddCallback(fx.s1, count_stream_callback, &runs, 0),
+                 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CK(cuStreamIsCapturing(fx.s1, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    cr_assert_eq(cuStreamEndCapture(fx.s1, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_null(g);
+
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_RELAXED));
+    cr_assert_eq(cuStreamAttachMemAsync(fx.s1, fx.buf, 0, CU_MEM_ATTACH_SINGLE),
+                 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(fx.s1, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CK(cuStreamAttachMemAsync(fx.s1, fx.buf, 0, CU_MEM_ATTACH_SINGLE));
+    cr_assert_eq(runs, 1);
+}
+
+/* cuMemHostRegister is potentially unsafe: refused in a GLOBAL capture on
+ * its thread, allowed in a RELAXED one. */
+Test(capture, host_registration_is_potentially_unsafe, .init = setup)
+{
+    static char host[4096];
+    CUgraph g = NULL;
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuMemHostRegister(host, sizeof host, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(fx.s1, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CK(cuStreamBeginCapture(fx.s1, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CK(cuMemHostRegister(host, sizeof host, 0));
+    CK(cuMemHostUnregister(host));
+    CK(cuStreamEndCapture(fx.s1, &g));
+    CK(cuGraphDestroy(g));
+}
