@@ -1093,6 +1093,7 @@ static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         *result = CUDA_SUCCESS;
     }
     ctab_unregister(cap);
+    ctab_memo_forget(cap);
     report_end(cap, *result, nodes);
     ctab_self_recorded_done(cap);
     return 1;
@@ -1172,6 +1173,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
 
     *phGraph = graph;
     ctab_unregister(cap);
+    ctab_memo_forget(cap);
     report_end(cap, r, nodes);
     pthread_mutex_unlock(&cap->lock);
     ctab_release(cap);

@@ -10,6 +10,15 @@
  * own reference keeps the count above zero) or by one who holds one, so
  * the release that brings the count to zero is the last and needs no lock.
  * The last release keeps the record for the next capture (shim/spare.h).
+ *
+ * A call into a capture looks its stream up once per call, hundreds of
+ * times per capture: each thread remembers its last stream lookup (the
+ * memo) with a reference of its own and the table's generation, which
+ * every registration, end and new member bumps under captures_lock. While
+ * the generation stands the memo's answer is the table's, and the lookup
+ * takes no lock. The memo's reference is given back when the memo is
+ * replaced, when the thread ends the capture (ctab_memo_forget), and at
+ * thread exit (a key destructor).
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -26,6 +35,23 @@ static struct capture *active[256];
 static int nactive;          /* written under captures_lock, read atomically outside it */
 static __thread char per_thread_stream_key;
 static void *ctab_spare;     /* a released record, mutexes initialised */
+
+/* Bumped under captures_lock whenever the table's answers may change. */
+static unsigned long ctab_generation;
+
+struct ctab_memo {
+    const void *key;
+    struct capture *cap;         /* holds a reference; NULL: empty */
+    unsigned long generation;
+};
+static __thread struct ctab_memo memo;
+static pthread_key_t memo_exit_key;
+static pthread_once_t memo_exit_once = PTHREAD_ONCE_INIT;
+
+static void table_changed(void)
+{
+    __atomic_store_n(&ctab_generation, ctab_generation + 1, __ATOMIC_RELEASE);
+}
 
 struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream)
 {
@@ -59,9 +85,10 @@ struct capture *ctab_new(void)
 int ctab_register(struct capture *cap)
 {
     int registered = 0;
-    /* find() reads nactive without the lock, atomically (helgrind cannot
-     * tell). */
+    /* find() and the memo read nactive and the generation without the
+     * lock, atomically (helgrind cannot tell). */
     VALGRIND_HG_DISABLE_CHECKING(&nactive, sizeof nactive);
+    VALGRIND_HG_DISABLE_CHECKING(&ctab_generation, sizeof ctab_generation);
     pthread_mutex_lock(&captures_lock);
     if (nactive < (int)(sizeof active / sizeof active[0])) {
         active[nactive] = cap;
@@ -69,6 +96,7 @@ int ctab_register(struct capture *cap)
         __atomic_add_fetch(&cap->refs, 1, __ATOMIC_RELAXED);
         cap->member_keys[0] = cap->origin.key;
         cap->nmembers = 1;
+        table_changed();
         if (cap->journaled)
             __atomic_add_fetch(&ctab_journaled, 1, __ATOMIC_RELEASE);
         if (cap->by_recap)
@@ -90,6 +118,7 @@ void ctab_unregister(struct capture *cap)
         if (active[i] == cap) {
             active[i] = active[nactive - 1];
             __atomic_store_n(&nactive, nactive - 1, __ATOMIC_RELEASE);
+            table_changed();
             /* Never the last: the caller holds one. */
             ANNOTATE_HAPPENS_BEFORE(&cap->refs);
             __atomic_sub_fetch(&cap->refs, 1, __ATOMIC_RELEASE);
@@ -182,9 +211,56 @@ static int match_origin(struct capture *cap, const void *key)
     return cap->origin.key == key;
 }
 
+static void memo_at_exit(void *p)
+{
+    (void)p;
+    ctab_memo_forget(NULL);
+}
+
+static void memo_key_create(void)
+{
+    if (pthread_key_create(&memo_exit_key, memo_at_exit) != 0)
+        memo_exit_key = (pthread_key_t)-1;
+}
+
 struct capture *ctab_find_stream(const void *key)
 {
-    return find(match_member, key);
+    if (__atomic_load_n(&nactive, __ATOMIC_ACQUIRE) == 0)
+        return NULL;
+    if (memo.cap && memo.key == key &&
+        memo.generation == __atomic_load_n(&ctab_generation, __ATOMIC_ACQUIRE)) {
+        /* Taken from the memo's own reference: the count is above zero. */
+        __atomic_add_fetch(&memo.cap->refs, 1, __ATOMIC_RELAXED);
+        return memo.cap;
+    }
+    struct capture *found = NULL, *old = memo.cap;
+    pthread_mutex_lock(&captures_lock);
+    for (int i = 0; i < nactive && !found; i++)
+        if (match_member(active[i], key))
+            found = active[i];
+    if (found)
+        __atomic_add_fetch(&found->refs, 2, __ATOMIC_RELAXED);   /* the caller's, the memo's */
+    memo = (struct ctab_memo){ key, found, ctab_generation };
+    pthread_mutex_unlock(&captures_lock);
+    if (old)
+        ctab_release(old);
+    if (found) {
+        /* A thread that ends without looking again gives the memo's
+         * reference back at its exit. */
+        pthread_once(&memo_exit_once, memo_key_create);
+        if (memo_exit_key != (pthread_key_t)-1 && !pthread_getspecific(memo_exit_key))
+            pthread_setspecific(memo_exit_key, &memo);
+    }
+    return found;
+}
+
+void ctab_memo_forget(const struct capture *cap)
+{
+    struct capture *held = memo.cap;
+    if (!held || (cap && held != cap))
+        return;
+    memo.cap = NULL;
+    ctab_release(held);
 }
 
 struct capture *ctab_find_event(CUevent event)
@@ -205,6 +281,7 @@ void ctab_add_member(struct capture *cap, const void *key)
             cap->member_keys[cap->nmembers++] = key;
         else
             cap->membership_overflow = 1;
+        table_changed();
     }
     pthread_mutex_unlock(&captures_lock);
 }
@@ -242,6 +319,9 @@ void ctab_release(struct capture *cap)
 void ctab_after_fork_child(void)
 {
     pthread_mutex_init(&captures_lock, NULL);
+    /* The forking thread's memo may name a record freed below. */
+    memo.cap = NULL;
+    table_changed();
     for (int i = 0; i < nactive; i++) {
         journal_free(&active[i]->journal);
         free(active[i]->changed);

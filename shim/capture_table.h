@@ -122,6 +122,9 @@ void ctab_unregister(struct capture *cap);
 /* The registered capture a stream belongs to (origin or joined), with a
  * reference for the caller, or NULL. */
 struct capture *ctab_find_stream(const void *key);
+/* Gives back the calling thread's memo of its last stream lookup, if it
+ * holds `cap` (any capture when NULL): at the end of a capture, and at exit. */
+void ctab_memo_forget(const struct capture *cap);
 
 /* The registered capture that recorded an event, referenced, or NULL. */
 struct capture *ctab_find_event(CUevent event);

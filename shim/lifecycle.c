@@ -15,6 +15,7 @@
 
 #include "shim/cache.h"
 #include "shim/capture.h"
+#include "shim/capture_table.h"
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/jlog.h"
@@ -43,6 +44,7 @@ static void report_unmatched(const char *entry, void *arg)
 
 static void lifecycle_at_exit(void)
 {
+    ctab_memo_forget(NULL);   /* the exiting thread's; others' at their exit */
     sites_for_each_unmatched(report_unmatched, NULL);
     struct event_end_above above = {
         .site_counts = cache_site_counts,
