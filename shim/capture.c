@@ -833,6 +833,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     enum gate_change change;
     pthread_mutex_lock(&site->lock);
     cap->seq = ++site->seq;
+    cap->typed_shapes = site->typed_shapes;
     struct graph_rec *target = decide(cap, site, id, &change);
     pthread_mutex_unlock(&site->lock);
     cache_site_gate_changed(site, change);
@@ -903,10 +904,12 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
 /* --- end ------------------------------------------------------------------------- */
 
 /* Adds a captured shape to the site's history; its working set follows. */
-static void record_shape(struct site *site, uint64_t shape)
+static void record_shape(struct site *site, uint64_t shape, int typed)
 {
     pthread_mutex_lock(&site->lock);
     predict_record(&site->shapes, shape);
+    if (typed)
+        site->typed_shapes = 1;
     /* Told to the cache only when it changes: a steady site takes no
      * cache_lock here. */
     int working_set = predict_working_set(&site->shapes);
@@ -938,9 +941,11 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
     struct site *site = cap->site;
     struct graph_census census;
     /* Wherever recapture is possible the census reads node types, for every
-     * capture alike, so one site's shapes stay comparable. */
-    int with_types = (drv_caps.recapture_begin != NULL || self_record_possible()) &&
-                     cap->path != PATH_OBSERVE;
+     * capture alike, so one site's shapes stay comparable; elsewhere only at
+     * a site where two graphs of one node count proved different
+     * (exec_reuse.c). */
+    int with_types = (drv_caps.recapture_begin != NULL || self_record_possible() ||
+                      cap->typed_shapes) && cap->path != PATH_OBSERVE;
 
     if (shape_census(graph, with_types, &census) != 0) {
         *nodes = -1;
@@ -982,7 +987,7 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
         }
     }
 
-    record_shape(site, shape);
+    record_shape(site, shape, census.typed);
 
     if (cap->path == PATH_OBSERVE)
         return NULL;
@@ -1009,7 +1014,7 @@ static void account_recapture(struct capture *cap)
     cache_graph_hand_out(rec);
     cap->target = NULL;
 
-    record_shape(cap->site, rec->shape);
+    record_shape(cap->site, rec->shape, 1);   /* recaptured: typed census */
 }
 
 static void report_end(struct capture *cap, CUresult r, long nodes)

@@ -62,6 +62,7 @@ struct capture {
     int no_driver_capture;           /* switched from by_recap, not yet begun */
     int invalidated;                 /* recap answered as the driver would */
     int learning;
+    int typed_shapes;                /* the site's shapes count node types (site->typed_shapes) */
     struct self_record *self;        /* owned; while by_recap (kept to the end) */
 
     /* Filled by the recapture callback, inside driver calls. */

@@ -266,6 +266,14 @@ static void event_reuse(const struct site *site, const char *state, const char *
     jlog_line_emit(&l);
 }
 
+void event_reuse_shapes_typed(const struct site *site, const char *why)
+{
+    char reason[320];
+    snprintf(reason, sizeof reason, "graphs of one node count differ here (%s): from the next "
+             "capture on, shapes count node types and edges too", why);
+    event_reuse(site, "typed", reason, 0, 0, 0);
+}
+
 void event_reuse_gate(struct site *site, enum gate_change change)
 {
     if (change == GATE_SAME)

@@ -52,6 +52,8 @@ void event_instantiate(const struct site *site, unsigned long seq, const char *h
 /* Logs a change of a site's reuse gate ("reuse" event: stopped, with the
  * reason and back-off, or resumed). */
 void event_reuse_gate(struct site *site, enum gate_change change);
+/* The site's shapes count node types from now on (exec_reuse.c). */
+void event_reuse_shapes_typed(const struct site *site, const char *why);
 void event_warning(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void event_error(const struct site *site, const char *fmt, ...)

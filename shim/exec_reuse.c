@@ -154,7 +154,7 @@ static int delta_applies(const struct exec_rec *e, const struct graph_rec *g)
 /* Brings a TAKEN executable graph up to the program's graph. Returns 0 and
  * how, or -1 with the reason when the executable graph cannot be used. */
 static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how,
-                     char *why, size_t len)
+                     int *driver_refused, char *why, size_t len)
 {
     if (delta_applies(e, g)) {
         size_t k = g->nchanged;
@@ -206,7 +206,24 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how
     }
     snprintf(why, len, "cuGraphExecUpdate_v2 failed: %s (update result %d); instantiated anew",
              drv_result_name(r), (int)info.result);
+    *driver_refused = 1;
     return -1;
+}
+
+/* A site's shapes are node counts where nothing is recaptured (the count
+ * is one cheap driver call). When the driver refuses to update one graph of
+ * a count into another of that count (a dynamic batch: other kernels,
+ * other topology), the count alone cannot tell the site's graphs apart:
+ * from its next capture on, its shapes also count node types and edges, so
+ * each variant keeps an executable graph of its own. Returns whether this
+ * call made the change. */
+static int shapes_become_typed(struct site *site)
+{
+    pthread_mutex_lock(&site->lock);
+    int changed = !site->typed_shapes;
+    site->typed_shapes = 1;
+    pthread_mutex_unlock(&site->lock);
+    return changed;
 }
 
 /* --- the hook ----------------------------------------------------------------------- */
@@ -273,10 +290,10 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     enum inst_how how = HOW_NEW;
     int reusable = site_reuses_execs(site, closed) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
 
-    int update_failed = 0;
+    int update_failed = 0, driver_refused = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
     if (e) {
-        if (sync_exec(e, g, &how, reason, sizeof reason) != 0) {
+        if (sync_exec(e, g, &how, &driver_refused, reason, sizeof reason) != 0) {
             how = HOW_NEW;
             cache_exec_discard(e);
             e = NULL;
@@ -354,6 +371,8 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     enum gate_change change;
     int write = count_instantiation(site, how, why, reusable, update_failed, us, &change);
     event_instantiate(site, seq, how_names[how], why, us, write);
+    if (driver_refused && shapes_become_typed(site))
+        event_reuse_shapes_typed(site, reason);
     cache_site_gate_changed(site, change);
     return CUDA_SUCCESS;
 }

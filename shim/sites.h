@@ -62,6 +62,7 @@ struct site {
     struct shape_history shapes;
     int journal_verified;               /* a journal matched its graph */
     int no_recapture;                   /* never recapture again */
+    int typed_shapes;                   /* shapes include node types and edges */
     char no_recapture_reason[160];
     struct site_counters count;
     uint64_t last_capture_key;          /* path+reason of the last capture event */

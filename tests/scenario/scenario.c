@@ -60,6 +60,50 @@ static void recipe_chain(struct sc_recipe *r, int it, int k)
     sc_add(r, SC_AXPY, 0.5f, 2, 3, 0);
 }
 
+/* "collide3": a cycle of three graphs, two of them of one node count but
+ * other node types (three kernels; a memset, a kernel and a copy), as a
+ * dynamic batch gives: a node count alone cannot tell them apart. */
+static void recipe_collide(struct sc_recipe *r, int it)
+{
+    float a = 0.5f + 0.0625f * (float)(it % 4);
+    r->n = 0;
+    switch (it % 3) {
+    case 0:
+        for (int i = 0; i < 3; i++)
+            sc_add(r, SC_SCALE, a + 0.01f * (float)i, 1 + i, 0, 0);
+        break;
+    case 1:
+        sc_add(r, SC_SCALE, a, 1, 0, 0);
+        sc_add(r, SC_SCALE, a, 2, 0, 0);
+        break;
+    default:
+        sc_add(r, SC_MEMSET, a, 3, 0, 0);
+        sc_add(r, SC_SCALE, a, 1, 0, 0);
+        sc_add(r, SC_COPY, a, 2, 1, 0);
+        break;
+    }
+}
+
+/* "crossed": four kernels and four edges every time, alternately a
+ * diamond (a -> b, c -> d) and a chain with a shortcut (a -> b -> c, a -> c,
+ * c -> d): node count, edge count and node types agree, so even a typed
+ * shape cannot tell them apart, and every update between them fails. */
+static void recipe_crossed(struct sc_recipe *r, int it)
+{
+    r->n = 0;
+    sc_add(r, SC_AXPY, 1.0f + 0.125f * (float)(it % 4), 0, 1, 0);
+    sc_add(r, SC_FORK, 0, 0, 0, 0);
+    sc_add(r, SC_SCALE, 0.5f, 2, 0, 1);
+    if (it % 2) {
+        sc_add(r, SC_SCALE, 0.75f, 3, 0, 0);
+        sc_add(r, SC_JOIN, 0, 0, 0, 0);
+    } else {
+        sc_add(r, SC_JOIN, 0, 0, 0, 0);
+        sc_add(r, SC_SCALE, 0.75f, 3, 0, 0);
+    }
+    sc_add(r, SC_AXPY, -1.0f, 2, 1, 0);
+}
+
 /* Self-recording's switch points: recipe_shape(it, 3) every iteration (so
  * a cached graph is recorded against), with, every fourth iteration, a
  * call that does not match the recorded one at the first call ("first"),
@@ -170,6 +214,10 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
             recipe_chain(&r, it, cycle_length(name, "chain"));
         else if (cycle_length(name, "mixed"))
             recipe_mixed(&r, it, 1 + 2 * (it % cycle_length(name, "mixed")));
+        else if (!strcmp(name, "collide3"))
+            recipe_collide(&r, it);
+        else if (!strcmp(name, "crossed"))
+            recipe_crossed(&r, it);
         else if (!strcmp(name, "fresh_shapes"))
             recipe_shape(&r, it, 1 + it % (SC_MAX_OPS - 4));   /* a new node count each time */
         else if (!strcmp(name, "retyped"))

@@ -554,6 +554,27 @@ Test(scenario, cycle_of_3_shapes_is_reused_by_default)
     working_set_case("mixed3", 3, "13000");
 }
 
+/* A dynamic batch (measured with PyTorch on the H200: two of three batch
+ * sizes gave 13-node graphs of other kernels): at 13.0 shapes are node
+ * counts, so two graphs of one count shared an executable graph, every
+ * update between them failed and the site stopped reusing. The first
+ * refused update makes the site's shapes count node types (a "typed"
+ * reuse event); each variant then keeps its own executable graph. */
+Test(scenario, graphs_of_one_node_count_get_told_apart)
+{
+    struct sc_case c = { .name = "collide3", .iters = 60, .driver = "13000" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"typed\"", NULL), 1,
+                 "the site's shapes did not become typed once");
+    cr_expect_leq(run_log_total(o.log, "update_failures"), 2, "%ld updates failed",
+                  run_log_total(o.log, "update_failures"));
+    cr_expect_geq(run_log_total(o.log, "reused") * 10, 59 * 8, "%ld of 59 instantiations reused",
+                  run_log_total(o.log, "reused"));
+    cr_expect_eq(run_log_total(o.log, "backoffs"), 0);
+    sc_done(&o);
+}
+
 Test(scenario, cycle_of_8_shapes_is_reused_by_default)
 {
     working_set_case("cycle8", 8, "13000");
@@ -619,16 +640,19 @@ Test(scenario, never_reusable_site_backs_off_at_13_3)
     never_reused_case("13030");
 }
 
-/* Same node count, another topology every time: executable updates fail,
- * three in a row stop the site; it tries again after the back-off. */
+/* Same node count, edge count and node types, another wiring each time:
+ * executable updates fail even once the site's shapes are typed, three in
+ * a row stop the site; it tries again after the back-off. */
 Test(scenario, updates_that_keep_failing_back_off)
 {
-    struct sc_case c = { .name = "retyped", .iters = 200, .driver = "13000" };
+    struct sc_case c = { .name = "crossed", .iters = 200, .driver = "13000" };
     struct sc_outcome o;
     sc_compare(&c, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"typed\"", NULL), 1);
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"stopped\"",
                                  "failed in a row", NULL), 2);
-    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"resumed\"", NULL), 2);
+    /* The second back-off (128 captures) outlasts the run. */
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"resumed\"", NULL), 1);
     cr_expect_leq(run_log_total(o.log, "update_failures"), 3 * 3);
     sc_done(&o);
 }
@@ -636,6 +660,21 @@ Test(scenario, updates_that_keep_failing_back_off)
 /* Three sites, a budget for two executable graphs, in the order A B A C A
  * B A C ...: the least recently used goes whatever its site, so A, used
  * every other time, always hits, and B and C evict each other. */
+/* Same node count, other node types every time (a new arrangement each
+ * iteration): the first refused update types the site's shapes, after
+ * which every graph is a new shape - looks miss instead of updates
+ * failing, and the misses stop the site. */
+Test(scenario, typed_shapes_turn_failed_updates_into_misses)
+{
+    struct sc_case c = { .name = "retyped", .iters = 200, .driver = "13000" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_log_total(o.log, "update_failures"), 1);
+    cr_expect_geq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"stopped\"",
+                                  "misses against", NULL), 1);
+    sc_done(&o);
+}
+
 Test(scenario, eviction_across_sites_is_least_recently_used)
 {
     struct sc_case c = { .name = "sites_lru", .iters = 40, .driver = "13000",
