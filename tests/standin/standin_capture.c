@@ -100,7 +100,12 @@ CUresult si_capture_unsafe_call(const char *what)
  * thread. */
 CUresult si_sync_default_stream(bool ptds, const char *what, struct si_stream **out)
 {
-    CUresult rc = si_stream_get(NULL, ptds, out);
+    return si_stream_uncapturable(NULL, ptds, what, out);
+}
+
+CUresult si_stream_uncapturable(CUstream h, bool ptsz, const char *what, struct si_stream **out)
+{
+    CUresult rc = si_stream_get(h, ptsz, out);
     if (rc || (rc = si_capture_gate(*out))) return rc;
     if ((*out)->cap) {
         si_capture_invalidate((*out)->cap, what);

@@ -382,6 +382,9 @@ CUresult si_submit(struct si_stream *s, struct si_params *p, struct si_node **no
 CUresult si_capture_unsafe_call(const char *what);
 /* Synchronous work on the default stream of the calling entry point. */
 CUresult si_sync_default_stream(bool ptds, const char *what, struct si_stream **out);
+/* Work no capture holds, on stream h: refused (and the capture invalidated)
+ * when h captures; else *out is the stream, ready for the work. */
+CUresult si_stream_uncapturable(CUstream h, bool ptsz, const char *what, struct si_stream **out);
 void si_capture_invalidate(struct si_capture *c, const char *why);
 struct si_capture *si_capture_by_id(unsigned long long id);
 bool si_any_capture_active(void);

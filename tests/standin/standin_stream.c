@@ -139,18 +139,8 @@ static CUresult stream_wait_idle(CUstream hStream, bool ptsz, bool query)
 /* Work no capture can hold (measured on driver 580, READINGS.md "Capture
  * prohibitions"): a host callback or a memory attachment on a stream of a
  * capture is refused and invalidates the capture, whatever the modes and
- * the thread; on any other stream it is ordinary stream work. */
-static CUresult uncapturable_gate(CUstream hStream, bool ptsz, const char *what,
-                                  struct si_stream **out)
-{
-    CUresult rc = si_stream_get(hStream, ptsz, out);
-    if (rc || (rc = si_capture_gate(*out))) return rc;
-    if ((*out)->cap) {
-        si_capture_invalidate((*out)->cap, what);
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
-    return CUDA_SUCCESS;
-}
+ * the thread (si_stream_uncapturable); on any other stream it is ordinary
+ * stream work. */
 
 struct stream_callback {
     CUstreamCallback fn;
@@ -173,7 +163,7 @@ static CUresult stream_add_callback(CUstream hStream, CUstreamCallback fn, void 
     struct si_stream *s;
     struct si_params p;
     if (!fn || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = uncapturable_gate(hStream, ptsz, "host callback added to a capturing stream", &s);
+    CUresult rc = si_stream_uncapturable(hStream, ptsz, "host callback added to a capturing stream", &s);
     if (rc) return rc;
     struct stream_callback *cb = malloc(sizeof *cb);
     if (!cb) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -197,7 +187,7 @@ SI_API(cuStreamAddCallback_ptsz, (CUstream s, CUstreamCallback fn, void *data, u
 static CUresult stream_attach_mem(CUstream hStream, CUdeviceptr dptr, bool ptsz)
 {
     struct si_stream *s;
-    CUresult rc = uncapturable_gate(hStream, ptsz, "memory attached on a capturing stream", &s);
+    CUresult rc = si_stream_uncapturable(hStream, ptsz, "memory attached on a capturing stream", &s);
     return rc ? rc : dptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
