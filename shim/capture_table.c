@@ -225,8 +225,11 @@ static void memo_key_create(void)
 
 struct capture *ctab_find_stream(const void *key)
 {
-    if (__atomic_load_n(&nactive, __ATOMIC_ACQUIRE) == 0)
+    if (__atomic_load_n(&nactive, __ATOMIC_ACQUIRE) == 0) {
+        /* No capture runs: a memo can only hold an ended one. */
+        ctab_memo_forget(NULL);
         return NULL;
+    }
     if (memo.cap && memo.key == key &&
         memo.generation == __atomic_load_n(&ctab_generation, __ATOMIC_ACQUIRE)) {
         /* Taken from the memo's own reference: the count is above zero. */
