@@ -45,8 +45,10 @@ struct ctab_memo {
     unsigned long generation;
 };
 static __thread struct ctab_memo memo;
+/* Made under captures_lock at the first memo (pthread_once would do, but
+ * helgrind does not see its ordering). */
 static pthread_key_t memo_exit_key;
-static pthread_once_t memo_exit_once = PTHREAD_ONCE_INIT;
+static int memo_exit_key_made;   /* 1 made, -1 could not be */
 
 static void table_changed(void)
 {
@@ -217,12 +219,6 @@ static void memo_at_exit(void *p)
     ctab_memo_forget(NULL);
 }
 
-static void memo_key_create(void)
-{
-    if (pthread_key_create(&memo_exit_key, memo_at_exit) != 0)
-        memo_exit_key = (pthread_key_t)-1;
-}
-
 struct capture *ctab_find_stream(const void *key)
 {
     if (__atomic_load_n(&nactive, __ATOMIC_ACQUIRE) == 0) {
@@ -244,16 +240,16 @@ struct capture *ctab_find_stream(const void *key)
     if (found)
         __atomic_add_fetch(&found->refs, 2, __ATOMIC_RELAXED);   /* the caller's, the memo's */
     memo = (struct ctab_memo){ key, found, ctab_generation };
+    if (found && memo_exit_key_made == 0)
+        memo_exit_key_made = pthread_key_create(&memo_exit_key, memo_at_exit) == 0 ? 1 : -1;
+    int have_key = memo_exit_key_made == 1;
     pthread_mutex_unlock(&captures_lock);
     if (old)
         ctab_release(old);
-    if (found) {
-        /* A thread that ends without looking again gives the memo's
-         * reference back at its exit. */
-        pthread_once(&memo_exit_once, memo_key_create);
-        if (memo_exit_key != (pthread_key_t)-1 && !pthread_getspecific(memo_exit_key))
-            pthread_setspecific(memo_exit_key, &memo);
-    }
+    /* A thread that ends without looking again gives the memo's reference
+     * back at its exit. */
+    if (found && have_key && !pthread_getspecific(memo_exit_key))
+        pthread_setspecific(memo_exit_key, &memo);
     return found;
 }
 
