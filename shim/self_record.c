@@ -74,6 +74,16 @@ static void view_kernel(struct call_view *v, CUfunction f, unsigned gx, unsigned
     v->extra = extra;
 }
 
+/* A memset: what may change (address, value) and the sizes that may not. */
+static void view_memset(struct call_view *v, CUdeviceptr dst, unsigned value, size_t element,
+                        size_t width, size_t pitch, size_t height)
+{
+    v->cls = CALL_MEMSET;
+    v->dst = dst;
+    v->value = value;
+    v->sizes[0] = element, v->sizes[1] = width, v->sizes[2] = pitch, v->sizes[3] = height;
+}
+
 /* Fills what the comparison of its class reads (every call compares its
  * class's fields only; nothing is zeroed beyond them: this runs twice per
  * recorded call). */
@@ -107,36 +117,30 @@ static void view_of(enum drv_id id, const union drv_args *a, struct call_view *v
         return;
     }
     BOTH(cuMemsetD8Async)
-        v->cls = CALL_MEMSET, v->dst = a->cuMemsetD8Async.dstDevice;
-        v->value = a->cuMemsetD8Async.uc;
-        v->sizes[0] = 1, v->sizes[1] = a->cuMemsetD8Async.N, v->sizes[2] = v->sizes[3] = 0;
+        view_memset(v, a->cuMemsetD8Async.dstDevice, a->cuMemsetD8Async.uc, 1,
+                    a->cuMemsetD8Async.N, 0, 0);
         break;
     BOTH(cuMemsetD16Async)
-        v->cls = CALL_MEMSET, v->dst = a->cuMemsetD16Async.dstDevice;
-        v->value = a->cuMemsetD16Async.us;
-        v->sizes[0] = 2, v->sizes[1] = a->cuMemsetD16Async.N, v->sizes[2] = v->sizes[3] = 0;
+        view_memset(v, a->cuMemsetD16Async.dstDevice, a->cuMemsetD16Async.us, 2,
+                    a->cuMemsetD16Async.N, 0, 0);
         break;
     BOTH(cuMemsetD32Async)
-        v->cls = CALL_MEMSET, v->dst = a->cuMemsetD32Async.dstDevice;
-        v->value = a->cuMemsetD32Async.ui;
-        v->sizes[0] = 4, v->sizes[1] = a->cuMemsetD32Async.N, v->sizes[2] = v->sizes[3] = 0;
+        view_memset(v, a->cuMemsetD32Async.dstDevice, a->cuMemsetD32Async.ui, 4,
+                    a->cuMemsetD32Async.N, 0, 0);
         break;
     BOTH(cuMemsetD2D8Async) {
         const struct drv_args_cuMemsetD2D8Async *m = &a->cuMemsetD2D8Async;
-        v->cls = CALL_MEMSET, v->dst = m->dstDevice, v->value = m->uc;
-        v->sizes[0] = 1, v->sizes[1] = m->Width, v->sizes[2] = m->dstPitch, v->sizes[3] = m->Height;
+        view_memset(v, m->dstDevice, m->uc, 1, m->Width, m->dstPitch, m->Height);
         break;
     }
     BOTH(cuMemsetD2D16Async) {
         const struct drv_args_cuMemsetD2D16Async *m = &a->cuMemsetD2D16Async;
-        v->cls = CALL_MEMSET, v->dst = m->dstDevice, v->value = m->us;
-        v->sizes[0] = 2, v->sizes[1] = m->Width, v->sizes[2] = m->dstPitch, v->sizes[3] = m->Height;
+        view_memset(v, m->dstDevice, m->us, 2, m->Width, m->dstPitch, m->Height);
         break;
     }
     BOTH(cuMemsetD2D32Async) {
         const struct drv_args_cuMemsetD2D32Async *m = &a->cuMemsetD2D32Async;
-        v->cls = CALL_MEMSET, v->dst = m->dstDevice, v->value = m->ui;
-        v->sizes[0] = 4, v->sizes[1] = m->Width, v->sizes[2] = m->dstPitch, v->sizes[3] = m->Height;
+        view_memset(v, m->dstDevice, m->ui, 4, m->Width, m->dstPitch, m->Height);
         break;
     }
     BOTH(cuMemcpyAsync)

@@ -200,6 +200,13 @@ report() { # verdict name detail
     esac
 }
 
+build_failed() { # name build_key: reports FAIL (with the build's log tail) if that build failed
+    [ "${BUILD_STATUS[$2]}" = ok ] && return 1
+    report FAIL "$1" "build failed, see logs/build-$2.txt:"
+    tail -n 15 "$LOGS/build-$2.txt" | sed 's/^/      /' | tee -a "$SUMMARY"
+    return 0
+}
+
 selected() { # name: whether RUN_ONLY (when set) names this case
     [ -z "${RUN_ONLY:-}" ] && return 0
     case " $RUN_ONLY " in *" $1 "*) return 0 ;; esac
@@ -236,11 +243,7 @@ run_case() {
     local dir=$LOGS/$name limit rc_plain rc_recap problems=()
     selected "$name" || return 0
     mkdir -p "$dir"
-    if [ "$build_key" != - ] && [ "${BUILD_STATUS[$build_key]}" != ok ]; then
-        report FAIL "$name" "build failed, see logs/build-$build_key.txt:"
-        tail -n 15 "$LOGS/build-$build_key.txt" | sed 's/^/      /' | tee -a "$SUMMARY"
-        return
-    fi
+    [ "$build_key" != - ] && build_failed "$name" "$build_key" && return
     if ! limit=$(run_timeout); then
         report FAIL "$name" "not run: time budget of ${TIME_BUDGET}s spent"
         return
@@ -337,11 +340,7 @@ run_case() {
 run_conformance() {
     local name=recapture_conformance dir=$LOGS/recapture_conformance limit rc
     mkdir -p "$dir"
-    if [ "${BUILD_STATUS[$name]}" != ok ]; then
-        report FAIL "$name" "build failed, see logs/build-$name.txt:"
-        tail -n 15 "$LOGS/build-$name.txt" | sed 's/^/      /' | tee -a "$SUMMARY"
-        return
-    fi
+    build_failed "$name" "$name" && return
     limit=$(run_timeout) || { report FAIL "$name" "not run: time budget spent"; return; }
     timeout -k 5 "$limit" env -u LD_PRELOAD "$BIN/$name" >"$dir/out.txt" 2>"$dir/err.txt"
     rc=$?
@@ -369,11 +368,7 @@ run_semantics() {
     local name=capture_semantics dir=$LOGS/capture_semantics limit rc_plain rc_recap problems=()
     selected "$name" || return 0
     mkdir -p "$dir"
-    if [ "${BUILD_STATUS[$name]}" != ok ]; then
-        report FAIL "$name" "build failed, see logs/build-$name.txt:"
-        tail -n 15 "$LOGS/build-$name.txt" | sed 's/^/      /' | tee -a "$SUMMARY"
-        return
-    fi
+    build_failed "$name" "$name" && return
     limit=$(run_timeout) || { report FAIL "$name" "not run: time budget spent"; return; }
     timeout -k 5 "$limit" env -u LD_PRELOAD -u RECAP_LOG -u RECAP_VERBOSE "$BIN/$name" \
         >"$dir/plain.out" 2>"$dir/plain.err"

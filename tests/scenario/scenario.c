@@ -391,6 +391,18 @@ static int run_broken(int iters)
     return 0;
 }
 
+/* Captures a recipe on stream 0 in global mode: the end's result, the
+ * begin's in *begin (if asked). */
+static int capture_recipe(const struct sc_recipe *r, CUgraph *graph, int *begin)
+{
+    int b = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+    for (int i = 0; i < r->n; i++)
+        sc_enqueue(&ctx, &r->op[i]);
+    if (begin)
+        *begin = b;
+    return cuStreamEndCapture(ctx.stream[0], graph);
+}
+
 /* Destroying twice: the second destroy must fail as the driver's would,
  * and must not destroy anything recap keeps. */
 static int run_double_destroy(int iters)
@@ -400,10 +412,8 @@ static int run_double_destroy(int iters)
         CUgraph graph = NULL;
         CUgraphExec exec = NULL;
         recipe_params(&r, it);
-        int begin = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
-        for (int i = 0; i < r.n; i++)
-            sc_enqueue(&ctx, &r.op[i]);
-        int end = cuStreamEndCapture(ctx.stream[0], &graph);
+        int begin;
+        int end = capture_recipe(&r, &graph, &begin);
         int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
         int launch = cuGraphLaunch(exec, ctx.stream[0]);
         cuStreamSynchronize(ctx.stream[0]);
@@ -426,10 +436,7 @@ static int run_mutate(int iters)
         CUgraph graph = NULL;
         CUgraphExec exec = NULL;
         recipe_params(&r, it);
-        cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
-        for (int i = 0; i < r.n; i++)
-            sc_enqueue(&ctx, &r.op[i]);
-        cuStreamEndCapture(ctx.stream[0], &graph);
+        capture_recipe(&r, &graph, NULL);
         int edit = 0;
         if (it % 3 == 2) {
             CUgraphNode nodes[SC_MAX_OPS];
@@ -463,10 +470,8 @@ static int run_inspect(int iters)
         CUgraph graph = NULL, clone = NULL;
         CUgraphExec exec = NULL, clone_exec = NULL;
         recipe_shape(&r, it, 3);
-        int begin = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
-        for (int i = 0; i < r.n; i++)
-            sc_enqueue(&ctx, &r.op[i]);
-        int end = cuStreamEndCapture(ctx.stream[0], &graph);
+        int begin;
+        int end = capture_recipe(&r, &graph, &begin);
         int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
         int launch = cuGraphLaunch(exec, ctx.stream[0]);
         cuStreamSynchronize(ctx.stream[0]);
@@ -539,10 +544,7 @@ static int run_user_objects(int iters)
         CUuserObject object = NULL;
         int with_object = it % 3 != 2;
         recipe_params(&r, it);
-        cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
-        for (int i = 0; i < r.n; i++)
-            sc_enqueue(&ctx, &r.op[i]);
-        int end = cuStreamEndCapture(ctx.stream[0], &graph);
+        int end = capture_recipe(&r, &graph, NULL);
         int attach = 0;
         if (with_object) {
             attach = cuUserObjectCreate(&object, NULL, user_object_destructor, 1,

@@ -99,7 +99,8 @@ static const struct sr_name every_scenario[] = {
     N("cross_thread"), N("ptsz_cross_thread"), N("broken"), N("double_destroy"), N("mutate"),
     N("oom"), N("user_objects"), N("alloc_nodes"), N("inflight"), N("inflight_fork"), N("inspect"),
     N("threads"), N("sites_lru"), N("own_updates"), N("own_updates1"), N("own_plain1"),
-    N("switch_first"), N("switch_mid"), N("switch_end"), N("switch_extra"), N("chain40"), N("collide3"), N("crossed"),
+    N("switch_first"), N("switch_mid"), N("switch_end"), N("switch_extra"), N("chain40"),
+    N("collide3"), N("crossed"),
 #undef N
 };
 
