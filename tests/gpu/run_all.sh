@@ -500,6 +500,7 @@ run_case overlap 200 overlap -- "$BIN/overlap"
 run_case memory_growth 10100 memory_growth -- "$BIN/memory_growth"
 run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case torch_shapes 120 - -- "$PYTHON" "$HERE/torch_shapes.py"
+run_case torch_train 81 - -- "$PYTHON" "$HERE/torch_train.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
 # NCCL in a graph re-captured every iteration, one rank (world size 1).
