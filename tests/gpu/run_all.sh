@@ -175,6 +175,7 @@ build_bg driver_api build_driver_api
 build_bg overlap "$NVCC" "${CUFLAGS[@]}" "$HERE/overlap.cu" -o "$BIN/overlap"
 build_bg memory_growth "$NVCC" "${CUFLAGS[@]}" "$HERE/memory_growth.cu" -o "$BIN/memory_growth"
 build_bg two_devices "$NVCC" "${CUFLAGS[@]}" "$HERE/two_devices.cu" -o "$BIN/two_devices"
+build_bg conditional "$NVCC" "${CUFLAGS[@]}" -I"$HERE" "$HERE/conditional.cu" -o "$BIN/conditional"
 build_bg capture_semantics "$NVCC" "${CUFLAGS[@]}" -I"$HERE" "$HERE/capture_semantics.cu" -o "$BIN/capture_semantics"
 for i in "${!BUILD_PIDS[@]}"; do
     if wait "${BUILD_PIDS[$i]}"; then
@@ -498,6 +499,7 @@ run_case runtime_shared 200 runtime_shared -- "$BIN/runtime_shared"
 run_case driver_api 200 driver_api -- "$BIN/driver_api"
 run_case overlap 200 overlap -- "$BIN/overlap"
 run_case memory_growth 10100 memory_growth -- "$BIN/memory_growth"
+run_case conditional 202 conditional -- "$BIN/conditional"
 run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case torch_shapes 120 - -- "$PYTHON" "$HERE/torch_shapes.py"
 run_case torch_train 81 - -- "$PYTHON" "$HERE/torch_train.py"

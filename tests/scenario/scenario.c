@@ -668,6 +668,71 @@ static int run_alloc_nodes(int iters)
     return 0;
 }
 
+/* A conditional node made inside the capture, as the CUDA programming
+ * guide and cuda.core's GraphBuilder make one: the capture's graph and
+ * dependencies from cuStreamGetCaptureInfo, a conditional handle on that
+ * graph, an IF node added at the dependencies, the capture's dependencies
+ * set to that node, its body captured on the second stream with
+ * cuStreamBeginCaptureToGraph, then more work after it. The handle's
+ * default value alternates, so the body runs every other iteration, and
+ * every scalar changes. */
+static int run_conditional(int iters)
+{
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL, capturing = NULL, body_out = NULL;
+        CUgraphExec exec = NULL;
+        CUgraphNode cond = NULL;
+        const CUgraphNode *deps = NULL;
+        const CUgraphEdgeData *edges = NULL;
+        size_t ndeps = 0;
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        CUgraphConditionalHandle handle = 0;
+        float a = 1.0f + 0.5f * (float)it, b = 0.5f + 0.125f * (float)(it % 7), c = 2.0f - 0.25f * (float)it;
+        int n = SC_N;
+        void *before[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
+        void *inside[] = { &ctx.buf[1], &b, &n };
+        void *after[] = { &c, &ctx.buf[1], &ctx.buf[2], &n };
+        int rc = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        rc = rc * 10 + (int)cuLaunchKernel(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[0],
+                                           before, NULL);
+        rc = rc * 10 + (int)cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing,
+                                                   &deps, &edges, &ndeps);
+        rc = rc * 10 + (int)cuGraphConditionalHandleCreate(&handle, capturing, ctx.ctx,
+                                                           (unsigned)(it & 1),
+                                                           CU_GRAPH_COND_ASSIGN_DEFAULT);
+        CUgraphNodeParams p;
+        memset(&p, 0, sizeof p);
+        p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        p.conditional.handle = handle;
+        p.conditional.type = CU_GRAPH_COND_TYPE_IF;
+        p.conditional.size = 1;
+        p.conditional.ctx = ctx.ctx;
+        rc = rc * 10 + (int)cuGraphAddNode(&cond, capturing, deps, edges, ndeps, &p);
+        rc = rc * 10 + (int)cuStreamUpdateCaptureDependencies(ctx.stream[0], &cond, NULL, 1,
+                                                              CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+        CUgraph body = p.conditional.phGraph_out ? p.conditional.phGraph_out[0] : NULL;
+        rc = rc * 10 + (int)cuStreamBeginCaptureToGraph(ctx.stream[1], body, NULL, NULL, 0,
+                                                        CU_STREAM_CAPTURE_MODE_GLOBAL);
+        rc = rc * 10 + (int)cuLaunchKernel(ctx.scale, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[1],
+                                           inside, NULL);
+        rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[1], &body_out);
+        rc = rc * 10 + (int)cuLaunchKernel(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[0],
+                                           after, NULL);
+        rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        if (exec) {
+            cuGraphLaunch(exec, ctx.stream[0]);
+            cuStreamSynchronize(ctx.stream[0]);
+            cuGraphExecDestroy(exec);
+        }
+        if (graph)
+            cuGraphDestroy(graph);
+        printf("it=%d rc=%d status=%d same_body=%d inst=%d sum=%08x\n", it, rc, (int)status,
+               body_out == body, inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* Three sites taking turns in the order A B A C A B ...: with a budget
  * for two executable graphs, the least recently used one goes, whatever
  * its site. */
@@ -876,6 +941,8 @@ int main(int argc, char **argv)
         rc = run_user_objects(iters);
     else if (!strcmp(name, "alloc_nodes"))
         rc = run_alloc_nodes(iters);
+    else if (!strcmp(name, "conditional"))
+        rc = run_conditional(iters);
     else if (!strcmp(name, "inflight") || !strcmp(name, "inflight_fork"))
         rc = run_inflight(iters, !strcmp(name, "inflight_fork"));
     else if (!strcmp(name, "threads"))

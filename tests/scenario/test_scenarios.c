@@ -454,6 +454,36 @@ Test(scenario, graphs_with_user_objects_are_not_kept_for_recapture)
     sc_done(&o);
 }
 
+/* Conditional nodes made inside the capture (cuStreamGetCaptureInfo's
+ * graph, a handle, cuGraphAddNode, cuStreamUpdateCaptureDependencies, the
+ * body captured with cuStreamBeginCaptureToGraph): never recaptured (the
+ * 13.3 driver refuses such graphs), said once, and their executable graphs
+ * updated with each capture's new handles and default values, as driver
+ * 580 does (tests/gpu/conditional.cu). */
+static void conditional_case(const char *driver)
+{
+    struct sc_case c = { .name = "conditional", .iters = 12, .driver = driver };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_log_total(o.log, "captures"), 12);
+    cr_expect_eq(run_log_total(o.log, "recaptured"), 0);
+    cr_expect_eq(run_log_total(o.log, "update"), 11, "%s", o.recap.err);
+    cr_expect_eq(run_log_total(o.log, "update_failures"), 0);
+    cr_expect_leq(run_count_lines(o.log, "\"event\":\"warning\"", "site not recaptured",
+                                  "conditional", NULL), 1);
+    sc_done(&o);
+}
+
+Test(scenario, conditional_nodes_made_in_the_capture_at_13_0)
+{
+    conditional_case("13000");
+}
+
+Test(scenario, conditional_nodes_made_in_the_capture_at_13_3)
+{
+    conditional_case("13030");
+}
+
 Test(scenario, memory_nodes_keep_a_site_from_recapture_with_the_reason_once)
 {
     struct sc_case c = { .name = "alloc_nodes", .iters = 8 };

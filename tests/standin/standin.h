@@ -111,7 +111,8 @@ unsigned long standin_call_count(const char *name);
 void standin_reset_counts(void);
 
 /* Live objects of a kind: "graph", "exec", "stream", "event", "module",
- * "memory" (device allocations), "user_object". */
+ * "memory" (device allocations), "user_object", "cond_handle" (conditional
+ * handles some graph or node still names). */
 long standin_live_objects(const char *kind);
 
 /* Misuses the stand-in detected (double destroy, use of a destroyed or

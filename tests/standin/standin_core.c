@@ -507,6 +507,7 @@ SI_EXPORT long standin_live_objects(const char *kind)
     long n = 0;
     si_control_lock();
     if (kind && strcmp(kind, "memory") == 0) n = si.live_memory;
+    if (kind && strcmp(kind, "cond_handle") == 0) n = (long)si.cond_handles.n;
     for (int k = 1; kind && k < SI_KIND_COUNT; k++)
         if (strcmp(kind, kind_names[k]) == 0) n = si.live[k];
     si_control_unlock();

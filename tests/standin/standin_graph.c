@@ -58,10 +58,8 @@ void si_graph_free(struct si_graph *g)
     for (size_t i = 0; i < g->nodes.n; i++) node_free(g->nodes.v[i]);
     si_vec_free(&g->nodes);
     si_graph_release_user_objects(g);
-    for (size_t i = 0; i < g->cond_handles.n; i++) {
-        si_vec_remove(&si.cond_handles, g->cond_handles.v[i]);
-        free(g->cond_handles.v[i]);
-    }
+    for (size_t i = 0; i < g->cond_handles.n; i++)
+        si_cond_handle_drop(((struct si_cond_handle *)g->cond_handles.v[i])->id);
     si_vec_free(&g->cond_handles);
     si_mem_uncharge(g->charged);
     g->charged = 0;
@@ -394,6 +392,20 @@ struct si_cond_handle *si_cond_handle_find(CUgraphConditionalHandle h)
     return NULL;
 }
 
+void si_cond_handle_hold(CUgraphConditionalHandle h)
+{
+    struct si_cond_handle *c = si_cond_handle_find(h);
+    if (c) c->refs++;
+}
+
+void si_cond_handle_drop(CUgraphConditionalHandle h)
+{
+    struct si_cond_handle *c = si_cond_handle_find(h);
+    if (!c || --c->refs > 0) return;
+    si_vec_remove(&si.cond_handles, c);
+    free(c);
+}
+
 static CUresult cond_handle_create(CUgraphConditionalHandle *out, CUgraph hGraph, CUcontext ctx,
                                    unsigned defaultValue, unsigned flags)
 {
@@ -405,6 +417,7 @@ static CUresult cond_handle_create(CUgraphConditionalHandle *out, CUgraph hGraph
     c->id = si.next_cond_handle++;
     c->default_value = c->value = defaultValue;
     c->flags = flags;
+    c->refs = 1;
     si_vec_push(&si.cond_handles, c);
     si_vec_push(&g->cond_handles, c);
     *out = c->id;

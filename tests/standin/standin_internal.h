@@ -275,10 +275,15 @@ struct si_cond {
     CUgraph out_bodies[8]; /* what phGraph_out pointed at, kept for queries */
 };
 
+/* A conditional handle lives while its graph or any node's parameters
+ * name it: an executable graph keeps working after its graph is destroyed,
+ * and a whole-graph update hands it the new graph's handles (measured on
+ * driver 580: tests/gpu/conditional.cu's probe). */
 struct si_cond_handle {
     unsigned long long id;
     unsigned default_value, value;
     unsigned flags;
+    unsigned refs;             /* the graph's own, plus one per si_params naming it */
 };
 
 struct si_graph {
@@ -305,6 +310,8 @@ void si_graph_poison(struct si_graph *g, const char *why);
 size_t si_graph_index(const struct si_graph *g, const struct si_node *n);
 void si_user_object_release(struct si_user_object *u, long count);
 struct si_cond_handle *si_cond_handle_find(CUgraphConditionalHandle h);
+void si_cond_handle_hold(CUgraphConditionalHandle h);
+void si_cond_handle_drop(CUgraphConditionalHandle h);
 
 /* ------------------------------------------------------------------ */
 /* Executable graphs.                                                  */

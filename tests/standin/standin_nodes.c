@@ -60,6 +60,7 @@ static CUresult build_conditional(struct si_params *p, struct si_graph *g,
         p->cond->out_bodies[i] = (CUgraph)p->cond->bodies[i];
     }
     p->np.conditional.phGraph_out = p->cond->out_bodies;
+    si_cond_handle_hold(cp->handle);
     return CUDA_SUCCESS;
 }
 

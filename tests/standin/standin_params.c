@@ -231,6 +231,7 @@ void si_params_copy(struct si_params *dst, const struct si_params *src)
         dst->np.alloc.accessDescs = dst->access;
     }
     if (src->alloc) src->alloc->refs++;
+    if (src->np.type == CU_GRAPH_NODE_TYPE_CONDITIONAL) si_cond_handle_hold(src->np.conditional.handle);
     /* Child graphs and conditional bodies are deep-copied by their owners. */
     dst->child = NULL;
     dst->cond = NULL;
@@ -244,6 +245,7 @@ void si_params_free(struct si_params *p)
     }
     free(p->access);
     if (p->alloc) si_mem_release(p->alloc);
+    if (p->np.type == CU_GRAPH_NODE_TYPE_CONDITIONAL) si_cond_handle_drop(p->np.conditional.handle);
     if (p->child) si_graph_free(p->child);
     if (p->cond) {
         for (unsigned i = 0; i < p->cond->nbodies; i++) si_graph_free(p->cond->bodies[i]);
@@ -406,8 +408,15 @@ CUgraphExecUpdateResult si_update_rule(const struct si_params *o, const struct s
         return si_params_equal(o, n) ? CU_GRAPH_EXEC_UPDATE_SUCCESS
                                      : CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-        return si_params_equal(o, n) ? CU_GRAPH_EXEC_UPDATE_SUCCESS
-                                     : CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+        /* Measured (driver 580, tests/gpu/conditional.cu): another handle,
+         * with other default value and flags, is taken over by the
+         * executable graph. Type and size are assumed fixed ("changing
+         * node parameters is not supported"). */
+        return o->np.conditional.type == n->np.conditional.type &&
+                       o->np.conditional.size == n->np.conditional.size &&
+                       o->np.conditional.ctx == n->np.conditional.ctx
+                   ? CU_GRAPH_EXEC_UPDATE_SUCCESS
+                   : CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
     default: /* host, events, empty: unrestricted; child graphs recurse in the caller */
         return CU_GRAPH_EXEC_UPDATE_SUCCESS;
     }

@@ -240,6 +240,51 @@ Test(graph, conditional_node, .init = setup)
     CK(cuGraphDestroy(g));
 }
 
+/* A graph with one IF node whose body fills buf with v; the handle's
+ * default value is `on`, assigned at every launch. */
+static CUgraph if_graph(unsigned on, int v, CUgraphConditionalNodeType type)
+{
+    CUgraph g;
+    CUgraphConditionalHandle h;
+    CUgraphNode cond, body_node;
+    CK(cuGraphCreate(&g, 0));
+    CK(cuGraphConditionalHandleCreate(&h, g, fx.ctx, on, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_CONDITIONAL};
+    np.conditional.handle = h;
+    np.conditional.type = type;
+    np.conditional.size = 1;
+    np.conditional.ctx = fx.ctx;
+    CK(cuGraphAddNode(&cond, g, NULL, NULL, 0, &np));
+    CK(add_kernel_node(&body_node, np.conditional.phGraph_out[0], NULL, 0, fx.fill, fx.buf, v));
+    return g;
+}
+
+/* Measured on driver 580 (tests/gpu/conditional.cu's probe): an executable
+ * graph outlives its graph's conditional handles, and a whole update takes
+ * over the new graph's handles with their default values. */
+Test(graph, conditional_handles_follow_the_executable_graph, .init = setup)
+{
+    CUgraph g1 = if_graph(1, 31, CU_GRAPH_COND_TYPE_IF), g2 = if_graph(0, 32, CU_GRAPH_COND_TYPE_IF);
+    CUgraphExec e;
+    CK(cuGraphInstantiate(&e, g1, 0));
+    CK(cuGraphDestroy(g1));
+    CK(cuGraphLaunch(e, fx.s1));
+    cr_assert_eq(read_int(fx.buf, 0), 31, "the handle outlives its graph");
+    CUgraphExecUpdateResultInfo info;
+    CK(cuGraphExecUpdate(e, g2, &info));
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    CK(cuMemsetD32(fx.buf, 0, N));
+    CK(cuGraphLaunch(e, fx.s1));
+    cr_assert_eq(read_int(fx.buf, 0), 0, "the new handle's default value (0) holds");
+    CK(cuGraphDestroy(g2));
+    CUgraph g3 = if_graph(1, 33, CU_GRAPH_COND_TYPE_WHILE);
+    cr_assert_eq(cuGraphExecUpdate(e, g3, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, "another type");
+    CK(cuGraphExecDestroy(e));
+    CK(cuGraphDestroy(g3));
+    cr_assert_eq(standin_live_objects("cond_handle"), 0);
+}
+
 static int destroyed;
 static void on_destroy(void *p)
 {
