@@ -478,7 +478,8 @@ enum guard_rule {
     RULE_EVENT,         /* an event recorded in the capture */
     RULE_UNCAPTURABLE,  /* work no capture holds (a host callback) on a capturing stream */
     RULE_LEGACY,        /* the legacy stream, against a blocking capturing stream */
-    RULE_LEGACY_QUERY   /* the same, asked only: refused, nothing invalidated */
+    RULE_LEGACY_QUERY,  /* the same, asked only: refused, nothing invalidated */
+    RULE_STREAM_STATE   /* a stream of the capture destroyed or changed: the driver must see it */
 };
 
 struct guard_check {
@@ -537,6 +538,10 @@ static enum guard_rule guard_rule_for(const struct capture *cap, const struct gu
             return RULE_UNCAPTURABLE;
         return is_legacy(s.real) && has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
     }
+    case DRV_GUARD_STREAM_STATE:
+        return ctab_has_member(cap, ctab_stream_ref(id, drv_args_stream(id, g->args)).key)
+                   ? RULE_STREAM_STATE
+                   : RULE_NONE;
     case DRV_GUARD_SYNC_EVENT: {
         CUevent first = drv_args_event(id, g->args), second = drv_args_second_event(id, g->args);
         if (ctab_has_event(cap, first) || ctab_has_event(cap, second))
@@ -573,6 +578,7 @@ static const char *const rule_reasons[] = {
     [RULE_UNCAPTURABLE] = "the program put work no capture can hold on a capturing stream",
     [RULE_LEGACY] = "the program used the legacy stream during the capture",
     [RULE_LEGACY_QUERY] = "the program asked the legacy stream about capturing",
+    [RULE_STREAM_STATE] = "the program destroyed a stream of the capture or changed its attributes",
 };
 
 static const CUresult rule_errors[] = {
@@ -582,6 +588,7 @@ static const CUresult rule_errors[] = {
     [RULE_UNCAPTURABLE] = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
     [RULE_LEGACY] = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
     [RULE_LEGACY_QUERY] = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+    [RULE_STREAM_STATE] = CUDA_SUCCESS,
 };
 
 static void guard_one(struct capture *cap, void *arg)
@@ -592,7 +599,10 @@ static void guard_one(struct capture *cap, void *arg)
         enum guard_rule rule = guard_rule_for(cap, g);
         if (rule != RULE_NONE) {
             fall_back(cap, rule_reasons[rule]);
-            if (cap->no_driver_capture) {
+            /* Not refused: the driver takes such a call from any thread.
+             * From a thread that cannot switch the capture now it runs
+             * against the stream as it is, and the switch follows. */
+            if (cap->no_driver_capture && rule != RULE_STREAM_STATE) {
                 cap->invalidated = rule != RULE_LEGACY_QUERY;
                 if (g->answer == CUDA_SUCCESS)
                     g->answer = rule_errors[rule];

@@ -16,13 +16,12 @@ import sys
 
 # Functions taking a CUstream that recap deliberately does not interpose.
 NOT_INTERPOSED = {
-    # Stream management: no work enqueued. Known limit of self-recording:
-    # a stream destroyed or re-attributed while recap records a capture on
-    # it is not seen (README, "Decisions").
+    # Stream creation and reading a stream's properties: no work enqueued,
+    # nothing a capture holds changes (destruction and attribute changes are
+    # rows, guard:stream_state).
     "cuStreamCreate": "creates a stream",
     "cuStreamCreateWithPriority": "creates a stream",
     "cuGreenCtxStreamCreate": "creates a stream",
-    "cuStreamDestroy": "destroys a stream (self-recording limit)",
     "cuStreamGetPriority": "reads a stream's property",
     "cuStreamGetCtx": "reads a stream's property",
     "cuStreamGetCtx_v2": "reads a stream's property",
@@ -30,8 +29,6 @@ NOT_INTERPOSED = {
     "cuStreamGetGreenCtx": "reads a stream's property",
     "cuStreamGetId": "reads a stream's property",
     "cuStreamGetAttribute": "reads a stream's property",
-    "cuStreamSetAttribute": "sets a stream's property (self-recording limit)",
-    "cuStreamCopyAttributes": "sets a stream's property (self-recording limit)",
     # Deprecated since CUDA 4.0 (cuLaunchKernel replaced it); no runtime uses it.
     "cuLaunchGridAsync": "deprecated launch API",
 }

@@ -317,6 +317,11 @@ static int observe(int it, CUgraph *ended)
         rc = on_other_thread(3, 0, NULL);
         printf("  cuStreamAddCallback(cap, other thread): rc=%d cap=%s\n", (int)rc, capturing(cap_stream));
         break;
+    case 26: /* the capturing stream destroyed mid-capture (the stand-in
+              * refuses it and invalidates the capture: not measured) */
+        rc = cuStreamDestroy(cap_stream);
+        printf("  cuStreamDestroy(cap): rc=%d cap=%s\n", (int)rc, capturing(cap_stream));
+        break;
     default:
         break;
     }

@@ -122,6 +122,12 @@ static void recipe_switch_point(struct sc_recipe *r, int it, const char *where)
         r->n--;
     else if (!strcmp(where, "extra"))
         sc_add(r, SC_HOST, (float)it, 0, 0, 0);
+    else if (!strcmp(where, "attr")) {
+        /* the capturing stream's attributes changed between two kernels */
+        memmove(&r->op[2], &r->op[1], (size_t)(r->n - 1) * sizeof r->op[0]);
+        r->op[1] = (struct sc_op){ .type = SC_STREAM_ATTR, .a = -1.0f };
+        r->n++;
+    }
 }
 
 /* The base recipe with one deliberate topology change at iteration `at`. */

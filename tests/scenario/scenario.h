@@ -27,7 +27,8 @@ enum sc_op_type {
     SC_HOST,        /* host function adding a to a host counter */
     SC_FORK,        /* stream 1 joins the capture of stream 0 */
     SC_JOIN,        /* stream 0 waits for stream 1 */
-    SC_EXTRA_LAUNCH /* cuLaunchKernel with `extra` instead of kernelParams */
+    SC_EXTRA_LAUNCH, /* cuLaunchKernel with `extra` instead of kernelParams */
+    SC_STREAM_ATTR  /* cuStreamSetAttribute(priority = a) on `stream`: no node */
 };
 
 struct sc_op {

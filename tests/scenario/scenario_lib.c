@@ -135,6 +135,12 @@ CUresult sc_enqueue(struct sc_context *c, const struct sc_op *op)
         host_args[k].a = a;
         return cuLaunchHostFunc(s, host_add, &host_args[k]);
     }
+    case SC_STREAM_ATTR: {
+        CUstreamAttrValue v;
+        memset(&v, 0, sizeof v);
+        v.priority = (int)a;
+        return cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v);
+    }
     case SC_FORK: {
         CUresult r = cuEventRecord(c->fork_event, c->stream[0]);
         return r ? r : cuStreamWaitEvent(c->stream[1], c->fork_event, 0);

@@ -2,7 +2,7 @@
  * test_observables.c - what a program observes mid-capture is the same with
  * and without recap.
  *
- * Runs tests/scenario/observables.c (26 captures at one site, one mid-capture
+ * Runs tests/scenario/observables.c (27 captures at one site, one mid-capture
  * observation per iteration: capture status and info, fork and join, the
  * prohibited calls of READINGS.md "Capture prohibitions" (host callbacks,
  * memory attachment and host registration included) and the
@@ -30,7 +30,7 @@ static void obs_spec(struct run_spec *spec, const struct obs_case *c, const char
 {
     memset(spec, 0, sizeof *spec);
     spec->argv[0] = run_env_path("OBSERVABLES_BIN");
-    spec->argv[1] = "26";
+    spec->argv[1] = "27";
     spec->timeout_s = 120;
     run_setenv(spec, "STANDIN_DRIVER_VERSION", "%s", c->driver);
     run_setenv(spec, "SCENARIO_STATS", "%s", stats);

@@ -100,7 +100,7 @@ static const struct sr_name every_scenario[] = {
     N("oom"), N("user_objects"), N("alloc_nodes"), N("inflight"), N("inflight_fork"), N("inspect"),
     N("threads"), N("sites_lru"), N("own_updates"), N("own_updates1"), N("own_plain1"),
     N("switch_first"), N("switch_mid"), N("switch_end"), N("switch_extra"), N("chain40"),
-    N("collide3"), N("crossed"), N("conditional"),
+    N("collide3"), N("crossed"), N("conditional"), N("switch_attr"),
 #undef N
 };
 
@@ -227,6 +227,7 @@ static const struct sr_switch switch_points[] = {
     { "switch_mid", "the capture called cuMemsetD32Async where its graph had another call" },
     { "switch_end", "the capture ended after" },
     { "switch_extra", "the capture made more calls than the graph holds" },
+    { "switch_attr", "the program destroyed a stream of the capture or changed its attributes" },
 };
 
 ParameterizedTestParameters(self_record, switch_points)

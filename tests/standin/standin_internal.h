@@ -166,6 +166,7 @@ struct si_stream {
     enum si_stream_kind skind;
     unsigned flags;
     int priority;
+    CUstreamAttrValue attrs[16]; /* cuStreamSetAttribute's, by id (priority: above) */
     struct si_context *ctx;
     struct si_capture *cap; /* capture this stream takes part in, or NULL */
     struct si_vec deps;     /* while capturing: what the next node depends on */

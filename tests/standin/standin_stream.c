@@ -14,6 +14,7 @@
 #include "standin_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* ------------------------------------------------------------------ */
 /* Stream handles.                                                      */
@@ -115,6 +116,57 @@ SI_API(cuStreamGetFlags, (CUstream h, unsigned int *flags), stream_flags(h, fals
 SI_API(cuStreamGetFlags_ptsz, (CUstream h, unsigned int *flags), stream_flags(h, true, flags, NULL))
 SI_API(cuStreamGetPriority, (CUstream h, int *priority), stream_flags(h, false, NULL, priority))
 SI_API(cuStreamGetPriority_ptsz, (CUstream h, int *priority), stream_flags(h, true, NULL, priority))
+
+/* Stream attributes: what the driver accepts for a stream (access policy
+ * window, synchronisation policy, priority, memory sync domain and its
+ * map), stored and read back. Nothing is refused during a capture: the
+ * driver's answer there is not measured, and recap hands such calls to the
+ * driver whenever it matters (guard:stream_state). */
+static bool stream_attr_valid(CUstreamAttrID attr)
+{
+    return attr == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW ||
+           attr == CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY || attr == CU_LAUNCH_ATTRIBUTE_PRIORITY ||
+           attr == CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP || attr == CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN;
+}
+
+static CUresult stream_attr(CUstream h, bool ptsz, CUstreamAttrID attr, const CUstreamAttrValue *in,
+                            CUstreamAttrValue *out)
+{
+    struct si_stream *s;
+    CUresult rc = si_stream_get(h, ptsz, &s);
+    if (rc) return rc;
+    if (!stream_attr_valid(attr) || (!in && !out)) return CUDA_ERROR_INVALID_VALUE;
+    if (in && attr == CU_LAUNCH_ATTRIBUTE_PRIORITY) s->priority = in->priority;
+    else if (in) s->attrs[attr] = *in;
+    if (out && attr == CU_LAUNCH_ATTRIBUTE_PRIORITY) {
+        memset(out, 0, sizeof(*out));
+        out->priority = s->priority;
+    } else if (out) {
+        *out = s->attrs[attr];
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult stream_copy_attrs(CUstream dst, CUstream src, bool ptsz)
+{
+    struct si_stream *d, *s;
+    CUresult rc = si_stream_get(dst, ptsz, &d);
+    if (rc || (rc = si_stream_get(src, ptsz, &s))) return rc;
+    memcpy(d->attrs, s->attrs, sizeof(d->attrs));
+    d->priority = s->priority;
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuStreamSetAttribute, (CUstream h, CUstreamAttrID attr, const CUstreamAttrValue *v),
+       stream_attr(h, false, attr, v, NULL))
+SI_API(cuStreamSetAttribute_ptsz, (CUstream h, CUstreamAttrID attr, const CUstreamAttrValue *v),
+       stream_attr(h, true, attr, v, NULL))
+SI_API(cuStreamGetAttribute, (CUstream h, CUstreamAttrID attr, CUstreamAttrValue *v),
+       stream_attr(h, false, attr, NULL, v))
+SI_API(cuStreamGetAttribute_ptsz, (CUstream h, CUstreamAttrID attr, CUstreamAttrValue *v),
+       stream_attr(h, true, attr, NULL, v))
+SI_API(cuStreamCopyAttributes, (CUstream dst, CUstream src), stream_copy_attrs(dst, src, false))
+SI_API(cuStreamCopyAttributes_ptsz, (CUstream dst, CUstream src), stream_copy_attrs(dst, src, true))
 
 /* Synchronising or querying a capturing stream is invalid whatever the
  * modes: it does not represent work scheduled for execution. Measured
