@@ -254,6 +254,7 @@ static void settings_defaults(struct recap_settings *s)
 {
     memset(s, 0, sizeof *s);
     s->mode = RECAP_MODE_AUTO;
+    s->self_record = 1;
     s->sites_filter = SITES_ALL;
     settings_copy(s->sites_text, sizeof s->sites_text, "all");
     settings_copy(s->log_template, sizeof s->log_template, SETTINGS_DEFAULT_LOG);
@@ -291,18 +292,22 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
                               "expected 0 or 1");
     }
 
-    /* Off by default until every test of it passes on every driver: the
-     * whole matrix runs with it on (README.md, "Self-recording"). */
+    /* On by default since the whole test matrix and the GPU suite pass
+     * with it (README.md, "Self-recording"); an empty value is the default. */
     const char *self = settings_env(envp, "RECAP_SELF_RECORD");
     int self_from_env = 0;
-    if (!off && self != NULL && settings_check_text(s, errfd, "RECAP_SELF_RECORD", self, 8,
-                                                    "on or off") == 0) {
+    if (!off && self != NULL && self[0] != '\0' &&
+        settings_check_text(s, errfd, "RECAP_SELF_RECORD", self, 8, "on or off") == 0) {
         self_from_env = 1;
         if (strcmp(self, "on") == 0 || strcmp(self, "1") == 0)
             s->self_record = 1;
-        else if (strcmp(self, "off") != 0 && strcmp(self, "0") != 0 && self[0] != '\0')
+        else if (strcmp(self, "off") == 0 || strcmp(self, "0") == 0)
+            s->self_record = 0;
+        else {
+            self_from_env = 0;
             settings_complain(s, errfd, "RECAP_SELF_RECORD", self, "found an unknown value, "
                               "expected on or off");
+        }
     }
 
     const char *config = settings_env(envp, "RECAP_CONFIG");

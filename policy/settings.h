@@ -29,8 +29,9 @@
  * cache_budget: [defaults], else SETTINGS_DEFAULT_BUDGET_PERCENT of the
  * device's memory capped at SETTINGS_DEFAULT_BUDGET_CAP.
  * stack_depth: [defaults] over SITE_DEFAULT_DEPTH.
- * RECAP_SELF_RECORD (on/off) over [defaults] self_record, default off: on
- * a driver without the recapture API, recap records repeat captures itself.
+ * RECAP_SELF_RECORD (on/off; empty: the default) over [defaults]
+ * self_record, default on: on a driver without the recapture API, recap
+ * records repeat captures itself.
  * A bad RECAP_LOG template leaves the default template in place (observe
  * mode still logs, so the problem is visible there too).
  */
@@ -80,7 +81,7 @@ struct recap_settings {
     char config_path[SETTINGS_PATH_MAX];   /* "": none */
     char log_template[SETTINGS_PATH_MAX];  /* "stderr", "off", or a template */
     int verbose;
-    int self_record;                /* RECAP_SELF_RECORD=on: recap records repeat captures */
+    int self_record;                /* recap records repeat captures (default; RECAP_SELF_RECORD=off: not) */
     int max_graphs;                 /* default per site; 0: working set */
     int stack_depth;
     struct conf_budget cache_budget; /* set: from [defaults] */

@@ -40,7 +40,7 @@ CUDART_MARK = b'CUDA driver version is insufficient for CUDA runtime version'
 SETTING_VARS = ('RECAP_MODE', 'RECAP_SITES', 'RECAP_CONFIG', 'RECAP_LOG', 'RECAP_VERBOSE',
                 'RECAP_SELF_RECORD')
 DEFAULTS = {'mode': 'auto', 'sites': 'all', 'log': 'recap-%p.jsonl', 'verbose': '0',
-            'self_record': 'off'}
+            'self_record': 'on'}
 # Settings that both the environment (RECAP_ + upper case) and [defaults] give.
 LAYERED = ('mode', 'sites', 'log', 'verbose', 'self_record')
 

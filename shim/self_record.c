@@ -359,6 +359,34 @@ static int dims_differ(const unsigned *a, const unsigned *b)
     return d != 0;
 }
 
+static int is_cooperative(enum drv_id id)
+{
+    return id == DRV_cuLaunchCooperativeKernel || id == DRV_cuLaunchCooperativeKernel_ptsz;
+}
+
+/* A launch whose grid, block or dynamic shared memory changed (same
+ * function, same attributes): the recording takes the new ones, and the
+ * node is written from it like a node with new arguments. The executable
+ * graph's kernel setter accepts any of them; a cooperative launch keeps
+ * its dimensions (the caller switches), since co-residency is checked
+ * only at launch. */
+static void kernel_dims_store(struct journal_op *op, const struct call_view *cur,
+                              const struct call_view *rec)
+{
+    const unsigned *d = cur->dims;
+    if (rec->config) {      /* the recording's own copy of the configuration */
+        CUlaunchConfig *c = (CUlaunchConfig *)rec->config;
+        c->gridDimX = d[0], c->gridDimY = d[1], c->gridDimZ = d[2];
+        c->blockDimX = d[3], c->blockDimY = d[4], c->blockDimZ = d[5];
+        c->sharedMemBytes = d[6];
+        return;
+    }
+    struct drv_args_cuLaunchKernel *k = &op->args.cuLaunchKernel;
+    k->gridDimX = d[0], k->gridDimY = d[1], k->gridDimZ = d[2];
+    k->blockDimX = d[3], k->blockDimY = d[4], k->blockDimZ = d[5];
+    k->sharedMemBytes = d[6];
+}
+
 static int configs_equal(const CUlaunchConfig *a, const CUlaunchConfig *b)
 {
     if (!a || !b)
@@ -398,6 +426,8 @@ static CUresult kernel_node_params(struct journal_op *op, const struct call_view
     op->node_holds_call_function = p->func == v->f && p->kern == NULL;
     p->kernelParams = v->params;
     p->extra = v->params ? NULL : v->extra;
+    p->gridDimX = v->dims[0], p->gridDimY = v->dims[1], p->gridDimZ = v->dims[2];
+    p->blockDimX = v->dims[3], p->blockDimY = v->dims[4], p->blockDimZ = v->dims[5];
     p->sharedMemBytes = v->dims[6];
     return CUDA_SUCCESS;
 }
@@ -640,14 +670,19 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
         return SELF_SAME;
     }
     case CALL_KERNEL: {
-        if (cur.f != rec.f || dims_differ(cur.dims, rec.dims) ||
-            !configs_equal(cur.config, rec.config))
-            return refuse(why, len, "%s changed the function, launch dimensions or attributes",
+        if (cur.f != rec.f || !configs_equal(cur.config, rec.config))
+            return refuse(why, len, "%s changed the function or the launch attributes",
+                          drv_table[id].symbol);
+        int dims = dims_differ(cur.dims, rec.dims);
+        if (dims && is_cooperative(id))
+            return refuse(why, len, "%s changed a cooperative launch's dimensions",
                           drv_table[id].symbol);
         int eq = kernel_args_equal(&cur, op->layout, rec.params, rec.params ? NULL : rec.extra);
         if (eq < 0)
             return refuse(why, len, "%s passed its arguments another way", drv_table[id].symbol);
-        same = eq;
+        same = eq && !dims;
+        if (dims)
+            kernel_dims_store(op, &cur, &rec);
         break;
     }
     case CALL_MEMSET:

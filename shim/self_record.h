@@ -8,10 +8,12 @@
  * parameters, with the node each call created), applying the differences
  * to that graph's nodes as they come, and the dependency nodes each stream
  * of such a capture would now have, so capture queries can be answered as
- * the driver would. The rule is the 13.3 driver's: the same function,
- * launch dimensions, sizes, streams and events in the same order make a
- * call eligible, whatever its other arguments; anything else is a switch
- * to a driver capture, which capture.c performs.
+ * the driver would. The rule is the 13.3 driver's, widened where an
+ * executable graph's setter allows it: the same function, launch
+ * attributes, sizes, streams and events in the same order make a call
+ * eligible, whatever its other arguments - a non-cooperative launch's
+ * grid, block and shared memory included; anything else is a switch to a
+ * driver capture, which capture.c performs.
  *
  * Must never: call into a capture or begin one (it works on graph nodes
  * only), keep a pointer into the program's argument arrays, or leave the

@@ -77,7 +77,8 @@ class Help(unittest.TestCase):
     def test_every_command_has_help(self):
         for args, words in ((['--help'], ['run', 'report', 'config']),
                             (['run', '--help'], ['--sites', '--mode', '--log', '--config',
-                                                 '--verbose', 'PROG', 'librecap.so']),
+                                                 '--verbose', '--self-record', 'PROG',
+                                                 'librecap.so']),
                             (['report', '--help'], ['LOG', 'fallbacks', 'estimate',
                                                     'Malformed']),
                             (['config', '--help'], ['[site ID]', 'observe', 'frames'])):
@@ -108,13 +109,14 @@ class Run(Base):
     def test_options_become_variables(self):
         conf = self.write('r.conf', ['[defaults]'])
         got = self.run_env('--sites', 'decode,' + A, '--mode', 'update', '--log', 'logs/r-%r.jsonl',
-                           '--config', 'r.conf', '--verbose')
+                           '--config', 'r.conf', '--verbose', '--self-record', 'off')
         self.assertEqual(got['RECAP_SITES'], 'decode,' + A)
         self.assertEqual(got['RECAP_MODE'], 'update')
         self.assertEqual(got['RECAP_LOG'], os.path.join(os.path.realpath(self.dir),
                                                         'logs/r-%r.jsonl'))
         self.assertEqual(os.path.realpath(got['RECAP_CONFIG']), os.path.realpath(conf))
         self.assertEqual(got['RECAP_VERBOSE'], '1')
+        self.assertEqual(got['RECAP_SELF_RECORD'], 'off')
         self.assertEqual(os.path.realpath(got['LD_PRELOAD']), os.path.realpath(FAKE_LIB))
 
     def test_nothing_set_unless_asked(self):

@@ -196,7 +196,21 @@ Test(self_record, fork_join_is_recorded, .timeout = 300)
 }
 
 /* Without the switch, nothing is recorded by recap. */
-Test(self_record, off_unless_asked, .timeout = 300)
+/* A launch whose grid changes (scenario params: 2 blocks one iteration in
+ * three, else 4, which covers another part of the buffer) is recorded like
+ * new arguments: no switch, and the results are those of the new grid. */
+Test(self_record, launch_dimensions_change_without_a_switch, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("params", 24, &o);
+    cr_expect_eq(run_log_total(o.log, "fallbacks"), 0);
+    cr_expect_geq(by_recap(&o), 22, "%d recorded by recap", by_recap(&o));
+    sr_done(&o);
+}
+
+/* Recap's default (RECAP_SELF_RECORD unset or empty, no configuration
+ * file): on; RECAP_SELF_RECORD=off turns it off. */
+static long by_recap_with(const char *setting)
 {
     struct run_spec spec;
     struct run_result r;
@@ -205,11 +219,19 @@ Test(self_record, off_unless_asked, .timeout = 300)
     sr_spec(&spec, "delta", 10, run_path(dir, "stats"));
     spec.with_recap = 1;
     run_setenv(&spec, "RECAP_LOG", "%s", log);
+    run_setenv(&spec, "RECAP_SELF_RECORD", "%s", setting);
     cr_assert_eq(run_program(&spec, &r), 0);
-    cr_expect_eq(run_log_total(log, "by_recap"), 0);
     cr_expect_eq(run_log_total(log, "captures"), 10);
+    long n = run_log_total(log, "by_recap");
     run_result_free(&r);
     run_cleanup_dir(dir);
+    return n;
+}
+
+Test(self_record, on_by_default_and_off_when_asked, .timeout = 300)
+{
+    cr_expect_geq(by_recap_with(""), 8, "recap's default records repeat captures itself");
+    cr_expect_eq(by_recap_with("off"), 0);
 }
 
 /* Each switch point: where the calls stop matching the recorded graph -

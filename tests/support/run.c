@@ -132,6 +132,7 @@ static char **child_env(const struct run_spec *spec)
                  prefix && *prefix ? run_preloadable(prefix) : "", prefix && *prefix ? ":" : "",
                  run_preloadable(run_env_path("RECAP_LIB")));
         env[k++] = preload;
+        env[k++] = "RECAP_SELF_RECORD=off";     /* replaced below if the spec names it */
     }
     for (int i = 0; spec->env[i]; i++) {
         size_t name_len = strcspn(spec->env[i], "=");

@@ -27,7 +27,10 @@ struct run_result {
 struct run_spec {
     const char *argv[16];            /* argv[0] is the program path */
     const char *env[RUN_MAX_ENV];    /* "NAME=value" added to/overriding the test's env */
-    int with_recap;                  /* preload librecap.so (and a sanitizer runtime if built so) */
+    int with_recap;                  /* preload librecap.so (and a sanitizer runtime if built so);
+                                        with RECAP_SELF_RECORD=off unless env names it: each
+                                        suite tests executable reuse and, in its -self-record
+                                        variant, self-recording (recap's default) apart */
     int timeout_s;                   /* 0: 120 s */
 };
 

@@ -483,13 +483,19 @@ Test(settings, cache_budget_from_the_file_or_a_capped_share)
 Test(settings, self_record_from_the_environment_over_the_file)
 {
     static const struct { const char *env; const char *conf; int want; const char *message; } cases[] = {
-        { NULL, NULL, 0, "" },
+        { NULL, NULL, 1, "" },                            /* on by default */
+        { "RECAP_SELF_RECORD=", NULL, 1, "" },            /* empty: the default */
         { "RECAP_SELF_RECORD=on", NULL, 1, "" },
         { "RECAP_SELF_RECORD=off", NULL, 0, "" },
-        { NULL, "[defaults]\nself_record = on\n", 1, "" },
+        { "RECAP_SELF_RECORD=0", NULL, 0, "" },
+        { NULL, "[defaults]\nself_record = off\n", 0, "" },
+        { "RECAP_SELF_RECORD=", "[defaults]\nself_record = off\n", 0, "" },
         { "RECAP_SELF_RECORD=off", "[defaults]\nself_record = on\n", 0, "" },
         { "RECAP_SELF_RECORD=on", "[defaults]\nself_record = off\n", 1, "" },
-        { "RECAP_SELF_RECORD=yes", NULL, 0,
+        { "RECAP_SELF_RECORD=yes", NULL, 1,
+          "recap: RECAP_SELF_RECORD=\"yes\": found an unknown value, expected on or off" },
+        /* a bad value is ignored: the file's setting stands */
+        { "RECAP_SELF_RECORD=yes", "[defaults]\nself_record = off\n", 0,
           "recap: RECAP_SELF_RECORD=\"yes\": found an unknown value, expected on or off" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
