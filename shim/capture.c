@@ -758,7 +758,9 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
     }
     cap->path = PATH_FRESH;
     if (!gate_open(&site->gate, site->seq, change)) {
-        /* Reuse did not pay here: no journal, nothing kept or looked for. */
+        /* Reuse did not pay here: no journal, nothing kept or looked for,
+         * and no shape beyond the node count (account_graph). */
+        cap->reuse_closed = 1;
         set_reason(cap, "reuse stopped at this site until its back-off elapses");
         return NULL;
     }
@@ -953,9 +955,11 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
     /* Wherever recapture is possible the census reads node types, for every
      * capture alike, so one site's shapes stay comparable; elsewhere only at
      * a site where two graphs of one node count proved different
-     * (exec_reuse.c). */
+     * (exec_reuse.c). Not while the site's gate is closed: it keeps and
+     * predicts nothing then, and must cost what observing costs (a type
+     * query per node would cost more than the capture saves). */
     int with_types = (drv_caps.recapture_begin != NULL || self_record_possible() ||
-                      cap->typed_shapes) && cap->path != PATH_OBSERVE;
+                      cap->typed_shapes) && cap->path != PATH_OBSERVE && !cap->reuse_closed;
 
     if (shape_census(graph, with_types, &census) != 0) {
         *nodes = -1;
@@ -997,10 +1001,12 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
         }
     }
 
-    record_shape(site, shape, census.typed);
-
     if (cap->path == PATH_OBSERVE)
         return NULL;
+    /* A closed site's history resumes where it stopped: its shapes now are
+     * node counts, not comparable with the typed ones. */
+    if (!cap->reuse_closed)
+        record_shape(site, shape, census.typed);
     struct graph_rec *rec = cache_graph_track(graph, site, shape, census.nodes);
     if (rec && cap->learning && verified_now && journal_nodes_known(&cap->journal))
         keep_recording(cap, rec);

@@ -52,6 +52,7 @@ struct capture {
     struct graph_rec *target;        /* TAKEN graph being recaptured into */
     cuuint64_t app_capture_id;       /* the id the program saw, if any */
     int fallback_pending;            /* failure seen where it cannot be handled */
+    int reuse_closed;                /* the site's gate was closed at begin */
     double t0;
 
     /* Captures recap records itself (shim/self_record.h): no driver capture
