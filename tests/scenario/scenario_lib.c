@@ -243,7 +243,8 @@ void sc_write_stats(void)
         "cuStreamBeginCapture_v2", "cuStreamBeginRecaptureToGraph", "cuGraphDestroy",
         "cuGraphExecDestroy", "cuGraphUpload", "cuStreamBeginCapture",
         "cuGraphKernelNodeSetParams_v2", "cuGraphMemsetNodeSetParams", "cuGraphMemcpyNodeSetParams",
-        "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams",
+        "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphGetEdges_v2",
+        "cuGraphNodeGetType",
     };
     const char *path = getenv("SCENARIO_STATS");
     if (!path)

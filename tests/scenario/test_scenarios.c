@@ -639,6 +639,24 @@ Test(scenario, more_shapes_than_the_budget_holds)
     sc_done(&o);
 }
 
+/* Self-recording on (recap's default): a stopped site still costs only a
+ * node count per capture. A capture and an instantiation are two looks,
+ * so the site is open for about 32 of every window; in 300 captures it
+ * stops three times and is open for fewer than half of them: fewer than
+ * 150 censuses may read edges and types (one edge query each). Typed
+ * censuses while stopped made it about 300. */
+Test(scenario, stopped_site_counts_nodes_only_while_self_recording)
+{
+    struct sc_case c = { .name = "fresh_shapes", .iters = 300, .driver = "13000",
+                         .env = { "RECAP_SELF_RECORD=on" } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_geq(run_log_total(o.log, "backoffs"), 2);
+    cr_expect_lt(run_stat(o.stats, "cuGraphGetEdges_v2"), c.iters / 2);
+    cr_expect_gt(run_stat(o.stats, "cuGraphGetEdges_v2"), 0);
+    sc_done(&o);
+}
+
 /* A new shape every time: the site stops keeping and looking after a
  * window of misses, tries again after 64 captures, and stops again for
  * twice as long; each step is in the log with its reason. */
