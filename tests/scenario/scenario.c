@@ -739,6 +739,62 @@ static int run_conditional(int iters)
     return 0;
 }
 
+/* A node the program adds to the capture's graph itself, as libraries do
+ * that build part of a captured graph by hand: the graph and dependencies
+ * from cuStreamGetCaptureInfo, a kernel node added there with
+ * cuGraphAddKernelNode, made the capture's dependency with
+ * cuStreamUpdateCaptureDependencies, then more work on the stream.
+ * `from`: the first iteration that adds it (before: a launch of the same
+ * kernel instead), so that a site may have recordings when it starts. */
+static int run_added_node(int iters, int from)
+{
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL, capturing = NULL;
+        CUgraphExec exec = NULL;
+        CUgraphNode added = NULL;
+        const CUgraphNode *deps = NULL;
+        size_t ndeps = 0;
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        float a = 1.0f + 0.5f * (float)it, b = 0.5f + 0.125f * (float)(it % 7), c = 2.0f - 0.25f * (float)it;
+        int n = SC_N;
+        void *before[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
+        void *inside[] = { &ctx.buf[1], &b, &n };
+        void *after[] = { &c, &ctx.buf[1], &ctx.buf[2], &n };
+        int rc = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        rc = rc * 10 + (int)cuLaunchKernel(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[0],
+                                           before, NULL);
+        rc = rc * 10 + (int)cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing,
+                                                   &deps, NULL, &ndeps);
+        CUDA_KERNEL_NODE_PARAMS kp = { .func = ctx.scale, .gridDimX = SC_N / 64, .gridDimY = 1,
+                                       .gridDimZ = 1, .blockDimX = 64, .blockDimY = 1,
+                                       .blockDimZ = 1, .kernelParams = inside };
+        if (it >= from) {
+            rc = rc * 10 + (int)cuGraphAddKernelNode(&added, capturing, deps, ndeps, &kp);
+            rc = rc * 10 + (int)cuStreamUpdateCaptureDependencies(
+                               ctx.stream[0], &added, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+        } else {
+            rc = rc * 100 + (int)cuLaunchKernel(ctx.scale, SC_N / 64, 1, 1, 64, 1, 1, 0,
+                                                ctx.stream[0], inside, NULL);
+        }
+        rc = rc * 10 + (int)cuLaunchKernel(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[0],
+                                           after, NULL);
+        rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        size_t nodes = 0;
+        if (graph)
+            cuGraphGetNodes(graph, NULL, &nodes);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        if (exec) {
+            cuGraphLaunch(exec, ctx.stream[0]);
+            cuStreamSynchronize(ctx.stream[0]);
+            cuGraphExecDestroy(exec);
+        }
+        if (graph)
+            cuGraphDestroy(graph);
+        printf("it=%d rc=%d nodes=%zu inst=%d sum=%08x\n", it, rc, nodes, inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* Three sites taking turns in the order A B A C A B ...: with a budget
  * for two executable graphs, the least recently used one goes, whatever
  * its site. */
@@ -949,6 +1005,10 @@ int main(int argc, char **argv)
         rc = run_alloc_nodes(iters);
     else if (!strcmp(name, "conditional"))
         rc = run_conditional(iters);
+    else if (!strcmp(name, "added_node"))
+        rc = run_added_node(iters, 0);
+    else if (!strcmp(name, "added_node_late"))
+        rc = run_added_node(iters, 6);
     else if (!strcmp(name, "inflight") || !strcmp(name, "inflight_fork"))
         rc = run_inflight(iters, !strcmp(name, "inflight_fork"));
     else if (!strcmp(name, "threads"))

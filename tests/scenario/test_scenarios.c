@@ -474,6 +474,32 @@ static void conditional_case(const char *driver)
     sc_done(&o);
 }
 
+/* A kernel node the program adds to its capture's graph itself
+ * (cuStreamGetCaptureInfo's graph, cuGraphAddKernelNode,
+ * cuStreamUpdateCaptureDependencies) from the first capture on: recap
+ * cannot copy the dependency update, so the site is never recaptured,
+ * said once; its executable graphs are still updated. (A site that
+ * starts doing this only after recap recaptured it is a known gap: README,
+ * "Left open".) */
+static void added_node_case(const char *driver, const char *self_record)
+{
+    struct sc_case c = { .name = "added_node", .iters = 12, .driver = driver,
+                         .env = { self_record } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_log_total(o.log, "recaptured"), 0);
+    cr_expect_eq(run_log_total(o.log, "update"), 11);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "site not recaptured",
+                                 "cuStreamUpdateCaptureDependencies", NULL), 1);
+    sc_done(&o);
+}
+
+Test(scenario, nodes_the_program_adds_to_its_capture)
+{
+    added_node_case("13000", "RECAP_SELF_RECORD=on");
+    added_node_case("13030", NULL);
+}
+
 Test(scenario, conditional_nodes_made_in_the_capture_at_13_0)
 {
     conditional_case("13000");
