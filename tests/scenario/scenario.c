@@ -363,6 +363,50 @@ static int run_ptsz_cross_thread(int iters)
     return 0;
 }
 
+/* Instantiates, launches, waits and releases what a hand-built capture
+ * gave; returns the instantiation's result (-1: no graph). */
+static int run_and_release(CUgraph graph)
+{
+    CUgraphExec exec = NULL;
+    int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+    if (exec) {
+        cuGraphLaunch(exec, ctx.stream[0]);
+        cuStreamSynchronize(ctx.stream[0]);
+        cuGraphExecDestroy(exec);
+    }
+    if (graph)
+        cuGraphDestroy(graph);
+    return inst;
+}
+
+/* The three kernels of the hand-built captures below: an axpy before, a
+ * scale in the middle (a launch, a node added by hand or a conditional
+ * body), an axpy after; every scalar changes with the iteration. */
+struct three_kernels {
+    float a, b, c;
+    int n;
+    void *before[4], *inside[3], *after[4];
+};
+
+static void three_kernels_init(struct three_kernels *k, int it)
+{
+    k->a = 1.0f + 0.5f * (float)it;
+    k->b = 0.5f + 0.125f * (float)(it % 7);
+    k->c = 2.0f - 0.25f * (float)it;
+    k->n = SC_N;
+    void *before[] = { &k->a, &ctx.buf[0], &ctx.buf[1], &k->n };
+    void *inside[] = { &ctx.buf[1], &k->b, &k->n };
+    void *after[] = { &k->c, &ctx.buf[1], &ctx.buf[2], &k->n };
+    memcpy(k->before, before, sizeof before);
+    memcpy(k->inside, inside, sizeof inside);
+    memcpy(k->after, after, sizeof after);
+}
+
+static CUresult launch_on(CUfunction f, CUstream stream, void **params)
+{
+    return cuLaunchKernel(f, SC_N / 64, 1, 1, 64, 1, 1, 0, stream, params, NULL);
+}
+
 /* The program breaks its own capture at iteration 3 with a call that is
  * illegal while a global-mode capture runs. */
 static int run_broken(int iters)
@@ -370,7 +414,6 @@ static int run_broken(int iters)
     struct sc_recipe r;
     for (int it = 0; it < iters; it++) {
         CUgraph graph = NULL;
-        CUgraphExec exec = NULL;
         CUdeviceptr scratch = 0;
         recipe_params(&r, it);
         int begin = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
@@ -381,14 +424,7 @@ static int run_broken(int iters)
                 illegal = cuMemAlloc(&scratch, 64);
         }
         int end = cuStreamEndCapture(ctx.stream[0], &graph);
-        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
-        if (exec) {
-            cuGraphLaunch(exec, ctx.stream[0]);
-            cuStreamSynchronize(ctx.stream[0]);
-            cuGraphExecDestroy(exec);
-        }
-        if (graph)
-            cuGraphDestroy(graph);
+        int inst = run_and_release(graph);
         if (scratch)
             cuMemFree(scratch);
         printf("it=%d begin=%d ops=%d illegal=%d end=%d graph=%s inst=%d sum=%08x\n", it, begin,
@@ -648,7 +684,6 @@ static int run_alloc_nodes(int iters)
 {
     for (int it = 0; it < iters; it++) {
         CUgraph graph = NULL;
-        CUgraphExec exec = NULL;
         CUdeviceptr scratch = 0;
         float a = 1.0f + (float)it;
         int n = SC_N;
@@ -661,14 +696,7 @@ static int run_alloc_nodes(int iters)
         rc = rc * 10 + (int)cuMemcpyDtoDAsync(ctx.buf[2], scratch, SC_N * sizeof(float), ctx.stream[0]);
         rc = rc * 10 + (int)cuMemFreeAsync(scratch, ctx.stream[0]);
         rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[0], &graph);
-        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
-        if (exec) {
-            cuGraphLaunch(exec, ctx.stream[0]);
-            cuStreamSynchronize(ctx.stream[0]);
-            cuGraphExecDestroy(exec);
-        }
-        if (graph)
-            cuGraphDestroy(graph);
+        int inst = run_and_release(graph);
         printf("it=%d rc=%d inst=%d sum=%08x\n", it, rc, inst, sc_checksum(&ctx));
     }
     return 0;
@@ -686,21 +714,16 @@ static int run_conditional(int iters)
 {
     for (int it = 0; it < iters; it++) {
         CUgraph graph = NULL, capturing = NULL, body_out = NULL;
-        CUgraphExec exec = NULL;
         CUgraphNode cond = NULL;
         const CUgraphNode *deps = NULL;
         const CUgraphEdgeData *edges = NULL;
         size_t ndeps = 0;
         CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
         CUgraphConditionalHandle handle = 0;
-        float a = 1.0f + 0.5f * (float)it, b = 0.5f + 0.125f * (float)(it % 7), c = 2.0f - 0.25f * (float)it;
-        int n = SC_N;
-        void *before[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
-        void *inside[] = { &ctx.buf[1], &b, &n };
-        void *after[] = { &c, &ctx.buf[1], &ctx.buf[2], &n };
+        struct three_kernels k;
+        three_kernels_init(&k, it);
         int rc = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
-        rc = rc * 10 + (int)cuLaunchKernel(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[0],
-                                           before, NULL);
+        rc = rc * 10 + (int)launch_on(ctx.axpy, ctx.stream[0], k.before);
         rc = rc * 10 + (int)cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing,
                                                    &deps, &edges, &ndeps);
         rc = rc * 10 + (int)cuGraphConditionalHandleCreate(&handle, capturing, ctx.ctx,
@@ -719,20 +742,11 @@ static int run_conditional(int iters)
         CUgraph body = p.conditional.phGraph_out ? p.conditional.phGraph_out[0] : NULL;
         rc = rc * 10 + (int)cuStreamBeginCaptureToGraph(ctx.stream[1], body, NULL, NULL, 0,
                                                         CU_STREAM_CAPTURE_MODE_GLOBAL);
-        rc = rc * 10 + (int)cuLaunchKernel(ctx.scale, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[1],
-                                           inside, NULL);
+        rc = rc * 10 + (int)launch_on(ctx.scale, ctx.stream[1], k.inside);
         rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[1], &body_out);
-        rc = rc * 10 + (int)cuLaunchKernel(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[0],
-                                           after, NULL);
+        rc = rc * 10 + (int)launch_on(ctx.axpy, ctx.stream[0], k.after);
         rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[0], &graph);
-        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
-        if (exec) {
-            cuGraphLaunch(exec, ctx.stream[0]);
-            cuStreamSynchronize(ctx.stream[0]);
-            cuGraphExecDestroy(exec);
-        }
-        if (graph)
-            cuGraphDestroy(graph);
+        int inst = run_and_release(graph);
         printf("it=%d rc=%d status=%d same_body=%d inst=%d sum=%08x\n", it, rc, (int)status,
                body_out == body, inst, sc_checksum(&ctx));
     }
@@ -750,46 +764,32 @@ static int run_added_node(int iters, int from)
 {
     for (int it = 0; it < iters; it++) {
         CUgraph graph = NULL, capturing = NULL;
-        CUgraphExec exec = NULL;
         CUgraphNode added = NULL;
         const CUgraphNode *deps = NULL;
         size_t ndeps = 0;
         CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-        float a = 1.0f + 0.5f * (float)it, b = 0.5f + 0.125f * (float)(it % 7), c = 2.0f - 0.25f * (float)it;
-        int n = SC_N;
-        void *before[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
-        void *inside[] = { &ctx.buf[1], &b, &n };
-        void *after[] = { &c, &ctx.buf[1], &ctx.buf[2], &n };
+        struct three_kernels k;
+        three_kernels_init(&k, it);
         int rc = cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
-        rc = rc * 10 + (int)cuLaunchKernel(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[0],
-                                           before, NULL);
+        rc = rc * 10 + (int)launch_on(ctx.axpy, ctx.stream[0], k.before);
         rc = rc * 10 + (int)cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing,
                                                    &deps, NULL, &ndeps);
         CUDA_KERNEL_NODE_PARAMS kp = { .func = ctx.scale, .gridDimX = SC_N / 64, .gridDimY = 1,
                                        .gridDimZ = 1, .blockDimX = 64, .blockDimY = 1,
-                                       .blockDimZ = 1, .kernelParams = inside };
+                                       .blockDimZ = 1, .kernelParams = k.inside };
         if (it >= from) {
             rc = rc * 10 + (int)cuGraphAddKernelNode(&added, capturing, deps, ndeps, &kp);
             rc = rc * 10 + (int)cuStreamUpdateCaptureDependencies(
                                ctx.stream[0], &added, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
         } else {
-            rc = rc * 100 + (int)cuLaunchKernel(ctx.scale, SC_N / 64, 1, 1, 64, 1, 1, 0,
-                                                ctx.stream[0], inside, NULL);
+            rc = rc * 100 + (int)launch_on(ctx.scale, ctx.stream[0], k.inside);
         }
-        rc = rc * 10 + (int)cuLaunchKernel(ctx.axpy, SC_N / 64, 1, 1, 64, 1, 1, 0, ctx.stream[0],
-                                           after, NULL);
+        rc = rc * 10 + (int)launch_on(ctx.axpy, ctx.stream[0], k.after);
         rc = rc * 10 + (int)cuStreamEndCapture(ctx.stream[0], &graph);
         size_t nodes = 0;
         if (graph)
             cuGraphGetNodes(graph, NULL, &nodes);
-        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
-        if (exec) {
-            cuGraphLaunch(exec, ctx.stream[0]);
-            cuStreamSynchronize(ctx.stream[0]);
-            cuGraphExecDestroy(exec);
-        }
-        if (graph)
-            cuGraphDestroy(graph);
+        int inst = run_and_release(graph);
         printf("it=%d rc=%d nodes=%zu inst=%d sum=%08x\n", it, rc, nodes, inst, sc_checksum(&ctx));
     }
     return 0;

@@ -202,21 +202,38 @@ Test(graph, child_graph_node, .init = setup)
     CK(cuGraphDestroy(parent));
 }
 
-Test(graph, conditional_node, .init = setup)
+/* A graph with one conditional node (`type`, one body) whose body fills
+ * buf with v; its handle's default value is `on`, with `flags`
+ * (CU_GRAPH_COND_ASSIGN_DEFAULT: assigned at every launch). */
+static CUgraph cond_graph(unsigned on, unsigned flags, int v, CUgraphConditionalNodeType type,
+                          CUgraphConditionalHandle *handle)
 {
     CUgraph g;
     CUgraphConditionalHandle h;
     CUgraphNode cond, body_node;
     CK(cuGraphCreate(&g, 0));
-    CK(cuGraphConditionalHandleCreate(&h, g, fx.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CK(cuGraphConditionalHandleCreate(&h, g, fx.ctx, on, flags));
     CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_CONDITIONAL};
     np.conditional.handle = h;
-    np.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    np.conditional.type = type;
     np.conditional.size = 1;
     np.conditional.ctx = fx.ctx;
     CK(cuGraphAddNode(&cond, g, NULL, NULL, 0, &np));
     cr_assert_not_null(np.conditional.phGraph_out);
-    CK(add_kernel_node(&body_node, np.conditional.phGraph_out[0], NULL, 0, fx.fill, fx.buf, 21));
+    CK(add_kernel_node(&body_node, np.conditional.phGraph_out[0], NULL, 0, fx.fill, fx.buf, v));
+    if (handle)
+        *handle = h;
+    return g;
+}
+
+static CUgraph if_graph(unsigned on, int v, CUgraphConditionalNodeType type)
+{
+    return cond_graph(on, CU_GRAPH_COND_ASSIGN_DEFAULT, v, type, NULL);
+}
+
+Test(graph, conditional_node, .init = setup)
+{
+    CUgraph g = if_graph(1, 21, CU_GRAPH_COND_TYPE_IF);
     CUgraphExec e;
     CK(cuGraphInstantiate(&e, g, 0));
     CK(cuGraphLaunch(e, fx.s1));
@@ -227,36 +244,14 @@ Test(graph, conditional_node, .init = setup)
     cr_assert_eq(cuGraphClone(&clone, g), CUDA_ERROR_NOT_SUPPORTED);
     CK(cuGraphDestroy(g));
     /* a handle without ASSIGN_DEFAULT keeps what a kernel set */
-    CK(cuGraphCreate(&g, 0));
-    CK(cuGraphConditionalHandleCreate(&h, g, fx.ctx, 1, 0));
-    np.conditional.handle = h;
-    CK(cuGraphAddNode(&cond, g, NULL, NULL, 0, &np));
-    CK(add_kernel_node(&body_node, np.conditional.phGraph_out[0], NULL, 0, fx.fill, fx.buf, 22));
+    CUgraphConditionalHandle h;
+    g = cond_graph(1, 0, 22, CU_GRAPH_COND_TYPE_IF, &h);
     CK(cuGraphInstantiate(&e, g, 0));
     cr_assert_eq(standin_set_conditional(h, 0), 0);
     CK(cuGraphLaunch(e, fx.s1));
     cr_assert_eq(read_int(fx.buf, 0), 0);
     CK(cuGraphExecDestroy(e));
     CK(cuGraphDestroy(g));
-}
-
-/* A graph with one IF node whose body fills buf with v; the handle's
- * default value is `on`, assigned at every launch. */
-static CUgraph if_graph(unsigned on, int v, CUgraphConditionalNodeType type)
-{
-    CUgraph g;
-    CUgraphConditionalHandle h;
-    CUgraphNode cond, body_node;
-    CK(cuGraphCreate(&g, 0));
-    CK(cuGraphConditionalHandleCreate(&h, g, fx.ctx, on, CU_GRAPH_COND_ASSIGN_DEFAULT));
-    CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_CONDITIONAL};
-    np.conditional.handle = h;
-    np.conditional.type = type;
-    np.conditional.size = 1;
-    np.conditional.ctx = fx.ctx;
-    CK(cuGraphAddNode(&cond, g, NULL, NULL, 0, &np));
-    CK(add_kernel_node(&body_node, np.conditional.phGraph_out[0], NULL, 0, fx.fill, fx.buf, v));
-    return g;
 }
 
 /* Measured on driver 580 (tests/gpu/conditional.cu's probe): an executable
