@@ -365,6 +365,14 @@ static struct capture_query query_of(enum drv_id id, union drv_args *a)
     return q;
 }
 
+/* A query that hands out the capture's graph while recap recaptures or
+ * records into a cached graph: the program may add nodes to that graph
+ * itself and name them in later calls, which no switch to a driver capture
+ * could follow. So the capture switches first and the driver answers; the
+ * site is then left to driver captures (account_graph). */
+static const char graph_asked_reason[] =
+    "the program asked for the capture's graph, which it may change itself";
+
 static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_args *a);
 
 /* A capture query answered as the driver would for the capture recap
@@ -380,7 +388,12 @@ static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *
     int exact = q.status != NULL && !(q.edges && !q.deps);
     if (exact && !cap->invalidated && (q.deps || q.ndeps))
         exact = (deps = self_record_deps(cap->self, key, &n)) != NULL;
-    if (!exact && cap->by_recap) {
+    if (q.graph && cap->by_recap && !cap->invalidated) {
+        cap->graph_asked = 1;
+        fall_back(cap, graph_asked_reason);
+        if (!cap->no_driver_capture)
+            return op_in_capture(cap, id, a);
+    } else if (!exact && cap->by_recap) {
         fall_back(cap, "the program asked the capture something recap does not follow");
         if (!cap->no_driver_capture)
             return op_in_capture(cap, id, a);
@@ -624,6 +637,10 @@ CUresult capture_on_guarded_call(enum drv_id id, union drv_args *args,
 
 static CUresult query_in_capture(struct capture *cap, enum drv_id id, union drv_args *a)
 {
+    if (cap->path == PATH_RECAPTURE && query_of(id, a).graph) {
+        cap->graph_asked = 1;
+        fall_back(cap, graph_asked_reason);
+    }
     CUresult r = drv_invoke(id, a);
     if (r == CUDA_ERROR_GRAPH_RECAPTURE_FAILURE && cap->path == PATH_RECAPTURE) {
         fall_back(cap, "recapture failed (reported by a capture query)");
@@ -982,7 +999,11 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
     uint64_t shape = shape_signature(&census) ^ ((uint64_t)(uintptr_t)ctx * 0x9e3779b97f4a7c15ull);
 
     int verified_now = 0;
-    if (cap->journaled && (cap->path == PATH_FRESH || (cap->path == PATH_FALLBACK && cap->learning))) {
+    if (cap->graph_asked) {
+        sites_forbid_recapture(site, "its captures ask for their graph, which the program may "
+                                     "change itself");
+    } else if (cap->journaled &&
+               (cap->path == PATH_FRESH || (cap->path == PATH_FALLBACK && cap->learning))) {
         char why[200];
         if (census.unreplayable) {
             snprintf(why, sizeof why, "its graphs hold %s nodes",

@@ -53,6 +53,7 @@ struct capture {
     cuuint64_t app_capture_id;       /* the id the program saw, if any */
     int fallback_pending;            /* failure seen where it cannot be handled */
     int reuse_closed;                /* the site's gate was closed at begin */
+    int graph_asked;                 /* a query took the graph of a recapture or recording */
     double t0;
 
     /* Captures recap records itself (shim/self_record.h): no driver capture

@@ -478,9 +478,7 @@ static void conditional_case(const char *driver)
  * (cuStreamGetCaptureInfo's graph, cuGraphAddKernelNode,
  * cuStreamUpdateCaptureDependencies) from the first capture on: recap
  * cannot copy the dependency update, so the site is never recaptured,
- * said once; its executable graphs are still updated. (A site that
- * starts doing this only after recap recaptured it is a known gap: README,
- * "Left open".) */
+ * said once; its executable graphs are still updated. */
 static void added_node_case(const char *driver, const char *self_record)
 {
     struct sc_case c = { .name = "added_node", .iters = 12, .driver = driver,
@@ -498,6 +496,34 @@ Test(scenario, nodes_the_program_adds_to_its_capture)
 {
     added_node_case("13000", "RECAP_SELF_RECORD=on");
     added_node_case("13030", NULL);
+}
+
+/* The same node added only from the seventh capture on, the graph asked
+ * for at every capture: the first capture recap would recapture (13.3) or
+ * record (13.0) into a cached graph switches to a driver capture at that
+ * query, and the site is left to driver captures from then on, so the
+ * node, when it comes, goes into the capture's real graph. Before, the
+ * site was recaptured until the node came, the node went into the cached
+ * graph, and the program got an error and other results. */
+static void added_node_late_case(const char *driver, const char *self_record)
+{
+    struct sc_case c = { .name = "added_node_late", .iters = 12, .driver = driver,
+                         .env = { self_record } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_log_total(o.log, "recaptured"), 0);
+    cr_expect_eq(run_log_total(o.log, "fallbacks"), 1);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"capture\"", "\"path\":\"fallback\"",
+                                 "asked for the capture's graph", NULL), 1);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "site not recaptured",
+                                 "ask for their graph", NULL), 1);
+    sc_done(&o);
+}
+
+Test(scenario, a_capture_that_hands_out_its_graph_becomes_a_driver_capture)
+{
+    added_node_late_case("13000", "RECAP_SELF_RECORD=on");
+    added_node_late_case("13030", NULL);
 }
 
 Test(scenario, conditional_nodes_made_in_the_capture_at_13_0)

@@ -101,7 +101,7 @@ static const struct sr_name every_scenario[] = {
     N("threads"), N("sites_lru"), N("own_updates"), N("own_updates1"), N("own_plain1"),
     N("switch_first"), N("switch_mid"), N("switch_end"), N("switch_extra"), N("chain40"),
     N("collide3"), N("crossed"), N("conditional"), N("switch_attr"),
-    N("added_node"),
+    N("added_node"), N("added_node_late"),
 #undef N
 };
 
