@@ -388,13 +388,15 @@ static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *
     int exact = q.status != NULL && !(q.edges && !q.deps);
     if (exact && !cap->invalidated && (q.deps || q.ndeps))
         exact = (deps = self_record_deps(cap->self, key, &n)) != NULL;
+    const char *switch_why = NULL;
     if (q.graph && cap->by_recap && !cap->invalidated) {
         cap->graph_asked = 1;
-        fall_back(cap, graph_asked_reason);
-        if (!cap->no_driver_capture)
-            return op_in_capture(cap, id, a);
+        switch_why = graph_asked_reason;
     } else if (!exact && cap->by_recap) {
-        fall_back(cap, "the program asked the capture something recap does not follow");
+        switch_why = "the program asked the capture something recap does not follow";
+    }
+    if (switch_why) {
+        fall_back(cap, switch_why);
         if (!cap->no_driver_capture)
             return op_in_capture(cap, id, a);
     }

@@ -420,15 +420,15 @@ static CUresult kernel_node_params(struct journal_op *op, const struct call_view
         return CUDA_SUCCESS;
     }
     *call = "cuGraphKernelNodeGetParams_v2";
-    CUresult r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(op->node, p);
+    CUDA_KERNEL_NODE_PARAMS node;
+    CUresult r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(op->node, &node);
     if (r != CUDA_SUCCESS)
         return r;
-    op->node_holds_call_function = p->func == v->f && p->kern == NULL;
-    p->kernelParams = v->params;
-    p->extra = v->params ? NULL : v->extra;
-    p->gridDimX = v->dims[0], p->gridDimY = v->dims[1], p->gridDimZ = v->dims[2];
-    p->blockDimX = v->dims[3], p->blockDimY = v->dims[4], p->blockDimZ = v->dims[5];
-    p->sharedMemBytes = v->dims[6];
+    op->node_holds_call_function = node.func == v->f && node.kern == NULL;
+    /* The node keeps the function the driver gave it (a library kernel's
+     * CUkernel and context); everything else is the call's. */
+    *p = kernel_params_of(v);
+    p->func = node.func, p->kern = node.kern, p->ctx = node.ctx;
     return CUDA_SUCCESS;
 }
 
