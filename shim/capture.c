@@ -311,7 +311,7 @@ static void self_detach(struct capture *cap)
         struct journal_op *op = &cap->journal.ops[i];
         op->node = NULL;
         op->stale = 0;
-        op->node_holds_call_function = 0;
+        op->node_fn.known = 0;
     }
     cap->no_driver_capture = 1;
     ctab_self_recorded_done(cap);

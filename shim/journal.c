@@ -378,7 +378,7 @@ void journal_append(struct journal *j, enum drv_id id, const union drv_args *arg
     op->args = *args;
     op->creates_node = node_created_by(id, args, &op->creates);
     op->node = NULL;
-    op->node_holds_call_function = 0;
+    op->node_fn.known = 0;
     op->stale = 0;
     op->layout = NULL;
 

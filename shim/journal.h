@@ -20,13 +20,24 @@
 #include "shim/kparams.h"
 #include "shim/shape.h"
 
+/* The function a kernel node runs, as the driver holds it: the runtime
+ * launches a CUkernel, which the node keeps with its context. Read from
+ * the node once; it lasts as long as the node, because a call naming
+ * another function is never written into it. */
+struct node_function {
+    CUfunction func;
+    CUkernel kern;
+    CUcontext ctx;
+    int known;
+};
+
 struct journal_op {
     enum drv_id id;
     union drv_args args;            /* pointers redirected to copies below */
     CUgraphNodeType creates;        /* node the call adds, if creates_node */
     int creates_node;
     CUgraphNode node;               /* that node, where recap learned it */
-    int node_holds_call_function;   /* its kernel params name the call's CUfunction */
+    struct node_function node_fn;   /* what that node's kernel parameters run */
     int stale;                      /* the node still holds older arguments */
     const struct kparams_layout *layout;  /* a kernel's argument sizes, if copied by them */
 };

@@ -408,27 +408,22 @@ static CUDA_KERNEL_NODE_PARAMS kernel_params_of(const struct call_view *v)
 }
 
 /* The parameters a kernel node takes for the call `v`, the graph's and the
- * executable graph's alike. The first time, the node is asked: a library
- * kernel may be held as its CUkernel, and then its own parameters stay the
- * base of every write; where the node names the call's function, later
- * writes are built from the call alone. */
+ * executable graph's alike: the call's, with the function the node runs
+ * (a library kernel may be held as its CUkernel and context). That is read
+ * from the node the first time only, so a write is one driver call. */
 static CUresult kernel_node_params(struct journal_op *op, const struct call_view *v,
                                    CUDA_KERNEL_NODE_PARAMS *p, const char **call)
 {
-    if (op->node_holds_call_function) {
-        *p = kernel_params_of(v);
-        return CUDA_SUCCESS;
+    if (!op->node_fn.known) {
+        *call = "cuGraphKernelNodeGetParams_v2";
+        CUDA_KERNEL_NODE_PARAMS node;
+        CUresult r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(op->node, &node);
+        if (r != CUDA_SUCCESS)
+            return r;
+        op->node_fn = (struct node_function){ node.func, node.kern, node.ctx, 1 };
     }
-    *call = "cuGraphKernelNodeGetParams_v2";
-    CUDA_KERNEL_NODE_PARAMS node;
-    CUresult r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(op->node, &node);
-    if (r != CUDA_SUCCESS)
-        return r;
-    op->node_holds_call_function = node.func == v->f && node.kern == NULL;
-    /* The node keeps the function the driver gave it (a library kernel's
-     * CUkernel and context); everything else is the call's. */
     *p = kernel_params_of(v);
-    p->func = node.func, p->kern = node.kern, p->ctx = node.ctx;
+    p->func = op->node_fn.func, p->kern = op->node_fn.kern, p->ctx = op->node_fn.ctx;
     return CUDA_SUCCESS;
 }
 

@@ -62,6 +62,11 @@ struct sc_options {
     int keep_graph_until_next;      /* destroy the graph one iteration late */
 };
 
+/* Whether the kernels are a library's CUkernels, launched as the CUDA
+ * runtime launches them (SCENARIO_KERNELS=library), or a module's
+ * CUfunctions (unset or "module"); exits naming a bad value. */
+int sc_library_kernels(void);
+
 /* Sets up the context, streams, buffers and kernels; exits on failure. */
 void sc_setup(struct sc_context *c);
 

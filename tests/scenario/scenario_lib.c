@@ -51,6 +51,17 @@ static void host_add(void *data)
     *arg->counter += arg->a;
 }
 
+int sc_library_kernels(void)
+{
+    const char *v = getenv("SCENARIO_KERNELS");
+    if (!v || !*v || !strcmp(v, "module"))
+        return 0;
+    if (!strcmp(v, "library"))
+        return 1;
+    fprintf(stderr, "scenario: SCENARIO_KERNELS=%s: expected module or library\n", v);
+    exit(2);
+}
+
 void sc_setup(struct sc_context *c)
 {
     static const size_t axpy_sizes[] = { sizeof(float), sizeof(CUdeviceptr), sizeof(CUdeviceptr), sizeof(int) };
@@ -65,9 +76,20 @@ void sc_setup(struct sc_context *c)
     CHECK_SETUP(cuDeviceGet(&dev, 0));
     CHECK_SETUP(cuDevicePrimaryCtxRetain(&c->ctx, dev));
     CHECK_SETUP(cuCtxSetCurrent(c->ctx));
-    CHECK_SETUP(cuModuleLoadData(&mod, "standin"));
-    CHECK_SETUP(cuModuleGetFunction(&c->axpy, mod, "axpy"));
-    CHECK_SETUP(cuModuleGetFunction(&c->scale, mod, "scale"));
+    if (sc_library_kernels()) {
+        /* As the CUDA runtime launches: a CUkernel of a library, passed
+         * to the launch as its CUfunction. */
+        CUlibrary lib;
+        CUkernel axpy, scale;
+        CHECK_SETUP(cuLibraryLoadData(&lib, "standin", NULL, NULL, 0, NULL, NULL, 0));
+        CHECK_SETUP(cuLibraryGetKernel(&axpy, lib, "axpy"));
+        CHECK_SETUP(cuLibraryGetKernel(&scale, lib, "scale"));
+        c->axpy = (CUfunction)axpy, c->scale = (CUfunction)scale;
+    } else {
+        CHECK_SETUP(cuModuleLoadData(&mod, "standin"));
+        CHECK_SETUP(cuModuleGetFunction(&c->axpy, mod, "axpy"));
+        CHECK_SETUP(cuModuleGetFunction(&c->scale, mod, "scale"));
+    }
     for (int i = 0; i < 2; i++)
         CHECK_SETUP(cuStreamCreate(&c->stream[i], CU_STREAM_NON_BLOCKING));
     CHECK_SETUP(cuEventCreate(&c->fork_event, CU_EVENT_DISABLE_TIMING));
@@ -244,7 +266,7 @@ void sc_write_stats(void)
         "cuGraphExecDestroy", "cuGraphUpload", "cuStreamBeginCapture",
         "cuGraphKernelNodeSetParams_v2", "cuGraphMemsetNodeSetParams", "cuGraphMemcpyNodeSetParams",
         "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphGetEdges_v2",
-        "cuGraphNodeGetType",
+        "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2",
     };
     const char *path = getenv("SCENARIO_STATS");
     if (!path)
@@ -256,6 +278,7 @@ void sc_write_stats(void)
         fprintf(f, "%s %lu\n", names[i], standin_call_count(names[i]));
     fprintf(f, "misuses %lu\n", standin_misuse_count());
     fprintf(f, "async %d\n", standin_async());
+    fprintf(f, "library_kernels %d\n", sc_library_kernels());
     fprintf(f, "live_graphs %ld\n", standin_live_objects("graph"));
     fprintf(f, "live_execs %ld\n", standin_live_objects("exec"));
     fprintf(f, "last_misuse %s\n", standin_last_misuse());

@@ -68,6 +68,7 @@ static void sc_spec(const struct sc_case *c, struct run_spec *spec, const char *
     }
     if (!own_async)
         run_setenv(spec, "STANDIN_ASYNC", "%d", sc_async(c));
+    run_forward_env(spec, "SCENARIO_KERNELS");
 }
 
 /* Runs both ways and requires identical behaviour. */
@@ -106,6 +107,8 @@ static void sc_compare(const struct sc_case *c, struct sc_outcome *o)
     int async = sc_async(c);
     cr_assert_eq(run_stat(o->base_stats, "async"), async, "%s: STANDIN_ASYNC not in effect", c->name);
     cr_assert_eq(run_stat(o->stats, "async"), async, "%s: STANDIN_ASYNC not in effect", c->name);
+    cr_assert_eq(run_stat(o->stats, "library_kernels"), run_env_is("SCENARIO_KERNELS", "library"),
+                 "%s: SCENARIO_KERNELS not in effect", c->name);
 }
 
 static void sc_done(struct sc_outcome *o)

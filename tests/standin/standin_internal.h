@@ -141,6 +141,7 @@ struct si_function { /* kind SI_FUNCTION (CUfunction) or SI_KERNEL (CUkernel) */
     struct si_module *mod;
     struct si_context *ctx; /* owning context; NULL for a CUkernel */
     struct si_vec per_ctx;  /* CUkernel: its CUfunction per context */
+    struct si_function *kernel; /* a CUkernel's CUfunction: that CUkernel */
 };
 
 enum si_stream_kind { SI_STREAM_USER, SI_STREAM_LEGACY, SI_STREAM_PER_THREAD };
@@ -534,6 +535,8 @@ void si_user_code_begin(const char *what);
 void si_user_code_end(void);
 
 struct si_kfunc *si_kernel_lookup(const char *name);
+/* A CUkernel's CUfunction in `ctx` (cuKernelGetFunction's), made once. */
+struct si_function *si_kernel_function(struct si_function *kernel, struct si_context *ctx);
 
 /* Locks the state for the standin_* control API (sets it up first). */
 void si_control_lock(void);

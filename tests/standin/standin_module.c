@@ -171,6 +171,18 @@ SI_API(cuModuleGetFunction, (CUfunction *hfunc, CUmodule hmod, const char *name)
 SI_API(cuLibraryGetKernel, (CUkernel *pKernel, CUlibrary library, const char *name),
        get_function(pKernel, library, SI_LIBRARY, name))
 
+struct si_function *si_kernel_function(struct si_function *kernel, struct si_context *ctx)
+{
+    for (size_t i = 0; i < kernel->per_ctx.n; i++) {
+        struct si_function *f = kernel->per_ctx.v[i];
+        if (f->ctx == ctx) return f;
+    }
+    struct si_function *f = function_new(kernel->k, kernel->mod, ctx, SI_FUNCTION);
+    f->kernel = kernel;
+    si_vec_push(&kernel->per_ctx, f);
+    return f;
+}
+
 static CUresult kernel_get_function(CUfunction *pFunc, CUkernel kernel)
 {
     struct si_function *k;
@@ -178,16 +190,7 @@ static CUresult kernel_get_function(CUfunction *pFunc, CUkernel kernel)
     CUresult rc = si_get(kernel, SI_KERNEL, &k);
     if (rc || (rc = si_need_ctx(&ctx))) return rc;
     if (!pFunc) return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < k->per_ctx.n; i++) {
-        struct si_function *f = k->per_ctx.v[i];
-        if (f->ctx == ctx) {
-            *pFunc = (CUfunction)f;
-            return CUDA_SUCCESS;
-        }
-    }
-    struct si_function *f = function_new(k->k, k->mod, ctx, SI_FUNCTION);
-    si_vec_push(&k->per_ctx, f);
-    *pFunc = (CUfunction)f;
+    *pFunc = (CUfunction)si_kernel_function(k, ctx);
     return CUDA_SUCCESS;
 }
 

@@ -119,8 +119,18 @@ static CUresult build_kernel(struct si_params *out, const CUDA_KERNEL_NODE_PARAM
     out->np.type = CU_GRAPH_NODE_TYPE_KERNEL;
     out->np.kernel = *k;
     out->np.kernel.extra = NULL;
-    out->func = f;
     out->kctx = f->ctx ? f->ctx : (k->ctx ? (struct si_context *)k->ctx : ctx);
+    /* The driver holds a library kernel's node as the CUkernel with its
+     * CUfunction in the node's context, whichever of the two the call
+     * named (measured on 580 for a runtime launch: the node's parameters
+     * report func = cuKernelGetFunction's, kern = the CUkernel, ctx). */
+    struct si_function *kernel = f->h.kind == SI_KERNEL ? f : f->kernel;
+    if (kernel && out->kctx) {
+        f = si_kernel_function(kernel, out->kctx);
+        out->np.kernel.func = (CUfunction)f;
+        out->np.kernel.kern = (CUkernel)kernel;
+    }
+    out->func = f;
     out->np.kernel.ctx = (CUcontext)out->kctx;
     out->argv = si_calloc(kf->nparams, sizeof(void *));
     for (unsigned i = 0; i < kf->nparams; i++) {

@@ -56,6 +56,19 @@ void run_setenv(struct run_spec *spec, const char *name, const char *fmt, ...)
     }
 }
 
+void run_forward_env(struct run_spec *spec, const char *name)
+{
+    const char *v = getenv(name);
+    if (v && *v)
+        run_setenv(spec, name, "%s", v);
+}
+
+int run_env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v && !strcmp(v, value);
+}
+
 /* The private directory of this process's preload links, removed at its
  * exit (not at a forked child's: the links outlive the test's children). */
 static char preload_dir[64];

@@ -50,6 +50,14 @@ void run_result_free(struct run_result *res);
 void run_setenv(struct run_spec *spec, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Passes the test's own NAME on to the program (run.c keeps SCENARIO_*,
+ * STANDIN_* and RECAP_* from children unless named): a suite-wide knob
+ * meson sets for every case. Nothing when unset or empty. */
+void run_forward_env(struct run_spec *spec, const char *name);
+
+/* Whether the test's own environment has NAME=value. */
+int run_env_is(const char *name, const char *value);
+
 /* A fresh temporary directory for one test (removed by run_cleanup_dir). */
 char *run_temp_dir(void);
 void run_cleanup_dir(char *dir);
