@@ -31,6 +31,17 @@ static enum gate_change gate_close(struct reuse_gate *g, unsigned long now, enum
     return why;
 }
 
+enum gate_change gate_close_over_budget(struct reuse_gate *g, unsigned long now, const char *noun,
+                                        unsigned long long bytes, unsigned long long budget)
+{
+    if (g->closed)
+        return GATE_SAME;
+    g->over_noun = noun;
+    g->over_bytes = bytes;
+    g->over_budget = budget;
+    return gate_close(g, now, GATE_CLOSED_OVER_BUDGET);
+}
+
 enum gate_change gate_record(struct reuse_gate *g, enum gate_look look, unsigned long now)
 {
     if (g->closed)

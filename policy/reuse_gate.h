@@ -12,7 +12,10 @@
  * - until `backoff` more captures have begun; then it tries again. The
  * back-off starts at GATE_BACKOFF_FIRST captures and doubles each time a
  * site closes again without a good window in between (at most
- * GATE_BACKOFF_MAX); a good window resets it. A cycle of k shapes misses
+ * GATE_BACKOFF_MAX); a good window resets it. A site one of whose kept
+ * objects alone is larger than the whole cache budget closes at once
+ * (gate_close_over_budget): nothing of it can be kept, so every look in a
+ * window would only have cost the program. A cycle of k shapes misses
  * only in its first pass (k misses per kind looked into, two kinds at
  * 13.3), so with a window of 64 looks a cycle of up to 16 shapes stays
  * open.
@@ -34,6 +37,7 @@ enum gate_change {
     GATE_SAME,
     GATE_CLOSED_MISSES,       /* a window's misses outweighed its hits */
     GATE_CLOSED_FAILURES,     /* GATE_FAILURES_IN_ROW failures in a row */
+    GATE_CLOSED_OVER_BUDGET,  /* a kept object alone exceeded the budget */
     GATE_REOPENED,            /* the back-off elapsed */
 };
 
@@ -44,8 +48,10 @@ struct reuse_gate {
     unsigned long reopen_at;        /* while closed: the capture count that reopens it */
     unsigned long backoff;          /* captures the next closing lasts; 0: GATE_BACKOFF_FIRST */
     unsigned long closings;         /* how often it closed */
-    /* The window that closed it, for the log. */
+    /* The window that closed it, for the log; or the object and budget. */
     unsigned last_hits, last_misses;
+    const char *over_noun;          /* what the object was (a static string) */
+    unsigned long long over_bytes, over_budget;
 };
 
 /* Whether the site keeps and looks at capture count `now`. A closed gate
@@ -55,5 +61,10 @@ int gate_open(struct reuse_gate *g, unsigned long now, enum gate_change *change)
 /* Records one look at capture count `now`; returns what changed. Looks
  * while closed are ignored. */
 enum gate_change gate_record(struct reuse_gate *g, enum gate_look look, unsigned long now);
+
+/* What the site released could not be kept even alone: closes an open
+ * gate at once, with the back-off of any other closing. */
+enum gate_change gate_close_over_budget(struct reuse_gate *g, unsigned long now, const char *noun,
+                                        unsigned long long bytes, unsigned long long budget);
 
 #endif

@@ -341,6 +341,26 @@ struct keep_rule {
     int (*driver)(const struct cache_entry *);   /* for KEEP_ASK; may query the driver */
 };
 
+static int evicted_now(const struct evictions *ev, const struct cache_entry *e)
+{
+    for (const struct cache_entry *x = ev->first; x; x = x->lru_newer)
+        if (x == e)
+            return 1;
+    return 0;
+}
+
+/* The entry the site just released left at once: it alone is more than the
+ * budget, so nothing of the site can be kept and every look would only
+ * cost. The site stops keeping, with the usual back-off. */
+static void site_over_budget(struct site *site, const char *noun, unsigned long long bytes,
+                             unsigned long long budget)
+{
+    pthread_mutex_lock(&site->lock);
+    enum gate_change change = sites_close_over_budget_locked(site, noun, bytes, budget);
+    pthread_mutex_unlock(&site->lock);
+    cache_site_gate_changed(site, change);
+}
+
 /* The program's destroy of a handle: kept as released when the rule says
  * so, passed to the driver when recap does not know the handle, refused
  * when the program destroyed it already. One lock unless the rule must ask
@@ -384,14 +404,23 @@ static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
      * lock that cache_site_drop sets it under). */
     if (kept && e->site->cache_closed)
         kept = 0;
-    if (kept)
+    struct site *over_budget = NULL;
+    unsigned long long bytes = e->bytes, budget = 0;
+    if (kept) {
         push_released(e, &ev);
-    else
+        if (evicted_now(&ev, e)) {
+            over_budget = e->site;
+            budget = budget_now();
+        }
+    } else {
         map_del(ks, handle);
+    }
     pthread_mutex_unlock(&cache_lock);
 
     if (kept) {
         destroy_evicted(&ev);
+        if (over_budget)
+            site_over_budget(over_budget, ks->noun, bytes, budget);
         return CUDA_SUCCESS;
     }
     entry_free(e);

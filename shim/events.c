@@ -289,6 +289,10 @@ void event_reuse_gate(struct site *site, enum gate_change change)
     char why[160];
     if (change == GATE_CLOSED_FAILURES)
         snprintf(why, sizeof why, "%d recaptures or updates failed in a row", GATE_FAILURES_IN_ROW);
+    else if (change == GATE_CLOSED_OVER_BUDGET)
+        snprintf(why, sizeof why, "a kept %s of %llu bytes alone exceeds the cache budget of %llu "
+                 "bytes: nothing of this site can be kept (raise cache_budget)", g.over_noun,
+                 g.over_bytes, g.over_budget);
     else
         snprintf(why, sizeof why, "%u misses against %u hits in the last %u looks", g.last_misses,
                  g.last_hits, g.last_misses + g.last_hits);

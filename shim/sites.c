@@ -94,6 +94,15 @@ enum gate_change sites_record_look_locked(struct site *site, enum gate_look look
     return change;
 }
 
+enum gate_change sites_close_over_budget_locked(struct site *site, const char *noun,
+                                                unsigned long long bytes, unsigned long long budget)
+{
+    enum gate_change change = gate_close_over_budget(&site->gate, site->seq, noun, bytes, budget);
+    if (change != GATE_SAME)
+        site->count.backoffs++;
+    return change;
+}
+
 void sites_for_each(void (*fn)(struct site *site, void *arg), void *arg)
 {
     pthread_mutex_lock(&sites_lock);

@@ -87,6 +87,12 @@ struct site {
  * event_reuse_gate after unlocking. */
 enum gate_change sites_record_look_locked(struct site *site, enum gate_look look);
 
+/* One object the site released was larger than the whole cache budget:
+ * closes its gate (counted as a back-off); the caller holds site->lock and
+ * passes the change to cache_site_gate_changed after unlocking. */
+enum gate_change sites_close_over_budget_locked(struct site *site, const char *noun,
+                                                unsigned long long bytes, unsigned long long budget);
+
 
 /* The site of a stack, created (and announced with a "site" log event) at
  * first sight; a new site is named from the Python frames and NVTX range in

@@ -694,6 +694,41 @@ Test(scenario, more_shapes_than_the_budget_holds)
     sc_done(&o);
 }
 
+/* A budget smaller than one executable graph of the site (the `small` way
+ * of scripts/bench-shapes): the first one released leaves at once, and
+ * the site stops there rather than after a window of 64 looks - each look
+ * would only cost (with self-recording, a census and a node query per
+ * call). It tries again after the back-off, doubling. */
+static void over_budget_case(const char *driver, const char *self_record)
+{
+    struct sc_case c = { .name = "mixed8", .iters = 400, .driver = driver,
+                         .config = "[defaults]\ncache_budget = 32KiB\n",
+                         .env = { self_record } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    long backoffs = run_log_total(o.log, "backoffs");
+    cr_expect_geq(backoffs, 2, "%s %s: %ld back-offs", driver, self_record, backoffs);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"reuse\"", "\"state\":\"stopped\"",
+                                 "alone exceeds the cache budget of 32768 bytes", NULL), backoffs);
+    /* One executable graph released per opening, and nothing kept. */
+    cr_expect_leq(run_log_total(o.log, "kept"), backoffs + 1);
+    cr_expect_eq(run_log_total(o.log, "reused"), 0);
+    cr_expect_leq(run_log_total(o.log, "kept_bytes_peak"), 32 * 1024);
+    /* Open for a capture or two per opening: about as many queries of a
+     * capture's nodes as one capture has calls per opening, not 64 looks'. */
+    cr_expect_lt(run_stat(o.stats, "cuGraphNodeGetType"), 40 * (backoffs + 1),
+                 "%s %s: %ld node type queries", driver, self_record,
+                 run_stat(o.stats, "cuGraphNodeGetType"));
+    sc_done(&o);
+}
+
+Test(scenario, a_site_whose_graph_exceeds_the_budget_stops_at_once)
+{
+    over_budget_case("13000", "RECAP_SELF_RECORD=on");
+    over_budget_case("13000", "RECAP_SELF_RECORD=off");
+    over_budget_case("13030", "RECAP_SELF_RECORD=off");
+}
+
 /* Self-recording on (recap's default): a stopped site still costs only a
  * node count per capture. A capture and an instantiation are two looks,
  * so the site is open for about 32 of every window; in 300 captures it

@@ -116,3 +116,23 @@ Test(gate, back_off_is_bounded)
         now = gate.reopen_at - 1;
     }
 }
+
+Test(gate, an_object_over_the_budget_closes_at_once_with_the_back_off)
+{
+    look(GATE_MISS);
+    cr_expect_eq(gate_close_over_budget(&gate, now, "executable graph", 90000, 65536),
+                 GATE_CLOSED_OVER_BUDGET);
+    cr_expect_eq(gate.reopen_at - now, GATE_BACKOFF_FIRST);
+    cr_expect_eq(gate.over_bytes, 90000);
+    cr_expect_eq(gate.over_budget, 65536);
+    cr_expect_str_eq(gate.over_noun, "executable graph");
+    /* Closed already: nothing more changes. */
+    cr_expect_eq(gate_close_over_budget(&gate, now, "graph", 1, 1), GATE_SAME);
+    cr_expect_eq(gate.closings, 1);
+    /* It reopens after the back-off, and a second closing lasts twice as long. */
+    while (look(GATE_MISS) != GATE_REOPENED)
+        ;
+    cr_expect_eq(gate_close_over_budget(&gate, now, "graph", 90000, 65536),
+                 GATE_CLOSED_OVER_BUDGET);
+    cr_expect_eq(gate.reopen_at - now, 2 * GATE_BACKOFF_FIRST);
+}
