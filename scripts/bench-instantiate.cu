@@ -13,13 +13,15 @@
  * Every launch's arguments change every iteration (a value derived from the
  * iteration, and a buffer pointer alternating between two), so updates do
  * real work. The time of each iteration, capture to destroy, is taken on the
- * host after warm-up iterations, and so is its capture alone (begin to end
- * capture), which splits the host time into capture and the rest.
+ * host after warm-up iterations, and so are its phases: the capture (begin
+ * to end capture), the instantiation or update, the launch; the rest of the
+ * host time is the destroys.
  *
  * Usage: bench-instantiate --info
  *        bench-instantiate --nodes N --iterations I --warmup W --handwritten 0|1
  * Prints: result nodes=N iterations=I handwritten=H median_ms=.. p10_ms=..
- *         p90_ms=.. median_host_ms=.. median_capture_ms=..
+ *         p90_ms=.. median_host_ms=.. median_capture_ms=.. median_instantiate_ms=..
+ *         median_launch_ms=..
  *         instantiations=.. checksum=<FNV-1a of the final buffers>
  * The checksum is the same for every way of running the same N and I: the
  * driver script checks it. Exit 0, or 1 on a CUDA error.
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
     /* wall: the whole iteration, the GPU's execution included (the program
      * waits for its results); host: the same iteration up to the wait, the
      * CPU time the loop spends in the CUDA API - what recap reduces. */
-    std::vector<double> times_ms, host_ms, capture_ms;
+    std::vector<double> times_ms, host_ms, capture_ms, inst_ms, launch_ms;
     long instantiations = 0;
     cudaGraphExec_t kept = nullptr;
     for (long iteration = 0; iteration < warmup + iterations; iteration++) {
@@ -81,11 +83,14 @@ int main(int argc, char **argv)
         cudaGraph_t graph;
         capture(stream, buffers[iteration & 1], nodes, iteration, &graph);
         const double captured = bench_now_us();
+        double instantiated, launched;
         if (!handwritten) {
             cudaGraphExec_t exec;
             CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
             instantiations++;
+            instantiated = bench_now_us();
             CUDA_CHECK(cudaGraphLaunch(exec, stream));
+            launched = bench_now_us();
             CUDA_CHECK(cudaGraphExecDestroy(exec)); /* released when the launch completes */
             CUDA_CHECK(cudaGraphDestroy(graph));
         } else {
@@ -101,8 +106,10 @@ int main(int argc, char **argv)
                 CUDA_CHECK(cudaGraphInstantiate(&kept, graph, 0));
                 instantiations++;
             }
-            CUDA_CHECK(cudaGraphDestroy(graph));
+            instantiated = bench_now_us();
             CUDA_CHECK(cudaGraphLaunch(kept, stream));
+            launched = bench_now_us();
+            CUDA_CHECK(cudaGraphDestroy(graph));
         }
         const double submitted = bench_now_us();
         CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -110,6 +117,8 @@ int main(int argc, char **argv)
             times_ms.push_back((bench_now_us() - start) / 1000.0);
             host_ms.push_back((submitted - start) / 1000.0);
             capture_ms.push_back((captured - start) / 1000.0);
+            inst_ms.push_back((instantiated - captured) / 1000.0);
+            launch_ms.push_back((launched - instantiated) / 1000.0);
         }
     }
     if (kept != nullptr)
@@ -124,10 +133,11 @@ int main(int argc, char **argv)
     }
     CUDA_CHECK(cudaStreamDestroy(stream));
     printf("result nodes=%ld iterations=%ld handwritten=%ld median_ms=%.4f p10_ms=%.4f "
-           "p90_ms=%.4f median_host_ms=%.4f median_capture_ms=%.4f instantiations=%ld "
-           "checksum=%016llx\n",
+           "p90_ms=%.4f median_host_ms=%.4f median_capture_ms=%.4f median_instantiate_ms=%.4f "
+           "median_launch_ms=%.4f instantiations=%ld checksum=%016llx\n",
            nodes, iterations, handwritten, bench_quantile(times_ms, 0.5),
            bench_quantile(times_ms, 0.1), bench_quantile(times_ms, 0.9),
-           bench_quantile(host_ms, 0.5), bench_quantile(capture_ms, 0.5), instantiations, (unsigned long long)checksum);
+           bench_quantile(host_ms, 0.5), bench_quantile(capture_ms, 0.5),
+           bench_quantile(inst_ms, 0.5), bench_quantile(launch_ms, 0.5), instantiations, (unsigned long long)checksum);
     return 0;
 }
