@@ -992,9 +992,10 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
     if (cap->path == PATH_OBSERVE)
         return NULL;
     /* A graph captured in another context (another device) never matches:
-     * recapturing into it or updating its executable graph would fail. */
+     * recapturing into it or updating its executable graph would fail. A
+     * closed site matches nothing, so it does not ask. */
     CUcontext ctx = NULL;
-    CUresult r = DRV_REAL(cuCtxGetCurrent)(&ctx);
+    CUresult r = cap->reuse_closed ? CUDA_SUCCESS : DRV_REAL(cuCtxGetCurrent)(&ctx);
     if (r != CUDA_SUCCESS)
         event_own_call_failed(site, "cuCtxGetCurrent", r,
                               "this graph's shape leaves its context out");

@@ -266,7 +266,7 @@ void sc_write_stats(void)
         "cuGraphExecDestroy", "cuGraphUpload", "cuStreamBeginCapture",
         "cuGraphKernelNodeSetParams_v2", "cuGraphMemsetNodeSetParams", "cuGraphMemcpyNodeSetParams",
         "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphGetEdges_v2",
-        "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2",
+        "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2", "cuCtxGetCurrent",
     };
     const char *path = getenv("SCENARIO_STATS");
     if (!path)

@@ -719,6 +719,11 @@ static void over_budget_case(const char *driver, const char *self_record)
     cr_expect_lt(run_stat(o.stats, "cuGraphNodeGetType"), 40 * (backoffs + 1),
                  "%s %s: %ld node type queries", driver, self_record,
                  run_stat(o.stats, "cuGraphNodeGetType"));
+    /* Stopped, a capture costs recap a node count alone (observe's cost):
+     * no context query for a shape nothing will match. */
+    cr_expect_lt(run_stat(o.stats, "cuCtxGetCurrent"), 4 * (backoffs + 1),
+                 "%s %s: %ld context queries", driver, self_record,
+                 run_stat(o.stats, "cuCtxGetCurrent"));
     sc_done(&o);
 }
 
