@@ -492,6 +492,15 @@ void cache_graph_discard(struct graph_rec *rec)
     entry_discard(CACHE_GRAPHS, &rec->entry);
 }
 
+void cache_graph_forget(struct graph_rec *rec)
+{
+    pthread_mutex_lock(&cache_lock);
+    if (hmap_get(&kinds[CACHE_GRAPHS].by_handle, rec->entry.handle) == &rec->entry)
+        map_del(&kinds[CACHE_GRAPHS], rec->entry.handle);
+    pthread_mutex_unlock(&cache_lock);
+    entry_free(&rec->entry);
+}
+
 void cache_graph_set_changes(struct graph_rec *rec, struct changed_node *changed, size_t n, int known)
 {
     free(rec->changed);

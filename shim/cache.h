@@ -144,6 +144,10 @@ void cache_graph_hand_out(struct graph_rec *rec);
 /* Forgets a TAKEN or HELD graph and destroys it, once. */
 void cache_graph_discard(struct graph_rec *rec);
 
+/* Forgets a TAKEN graph without destroying it: a driver capture goes on in
+ * it, whose end hands it to the program as a new graph. */
+void cache_graph_forget(struct graph_rec *rec);
+
 /* Replaces the change list of a recaptured graph (takes `changed`). */
 void cache_graph_set_changes(struct graph_rec *rec, struct changed_node *changed,
                              size_t n, int known);

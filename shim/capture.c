@@ -369,11 +369,77 @@ static struct capture_query query_of(enum drv_id id, union drv_args *a)
  * records into a cached graph: the program may add nodes to that graph
  * itself and name them in later calls, which no switch to a driver capture
  * could follow. So the capture switches first and the driver answers; the
- * site is then left to driver captures (account_graph). */
+ * site is then left to driver captures (account_graph). Except where the
+ * recording is whole (resume_in_graph): the driver capture then goes on in
+ * that very graph, and the site is not left. */
 static const char graph_asked_reason[] =
     "the program asked for the capture's graph, which it may change itself";
 
 static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_args *a);
+
+/* A graph query where the capture recap records has made every call of
+ * its recording (cuda.core's end_building asks just before it ends): the
+ * cached graph is then exactly the graph a driver capture would hold, so
+ * the driver capture resumes in it - cuStreamBeginCaptureToGraph with the
+ * origin stream's dependencies - instead of replaying every call into a
+ * new one. The program gets the graph it will get at the end, and all it
+ * does from here on goes through the driver. Only on one stream with no
+ * event (others would have to join the driver's capture too), and from a
+ * thread that may switch the capture. Returns 0 when resumed, -1 when the
+ * switch must replay. Caller holds cap->lock. */
+static int resume_in_graph(struct capture *cap)
+{
+    struct self_record *s = cap->self;
+    char why[160];
+    if (s->nstreams != 1 || s->nevents != 0 || !self_record_complete(s, why, sizeof why) ||
+        !may_end_here(cap) || drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL)
+        return -1;
+    size_t n = 0;
+    const CUgraphNode *at = self_record_deps(s, cap->origin.key, &n);
+    CUgraphNode deps[SELF_RECORD_MAX_DEPS];
+    if (!at || n > SELF_RECORD_MAX_DEPS)
+        return -1;
+    memcpy(deps, at, n * sizeof deps[0]);
+
+    struct graph_rec *target = cap->target;
+    struct journal *rec = target->recording;
+    self_record_stop(s);
+    /* The nodes take the arguments recap deferred: the program and the
+     * driver may read them now. */
+    CUresult r = self_record_flush(rec);
+    if (r == CUDA_SUCCESS)
+        r = DRV_REAL(cuStreamBeginCaptureToGraph)(cap->origin.real, graph_rec_graph(target),
+                                                  n ? deps : NULL, NULL, n, cap->mode);
+    if (r != CUDA_SUCCESS) {
+        event_own_call_failed(cap->site, "cuStreamBeginCaptureToGraph", r,
+                              "the capture is replayed into a new graph instead");
+        self_record_start(s, rec, cap->origin.key);
+        s->next = rec->nops;
+        return -1;
+    }
+    /* From here it is a driver capture being learned: the recording, whose
+     * nodes are the graph's, becomes its journal; the graph is new to the
+     * cache, as a fresh capture's would be. */
+    journal_stale_lock();
+    journal_unlist_stale(rec);
+    journal_stale_unlock();
+    target->recording = NULL;
+    journal_free(&cap->journal);
+    cap->journal = *rec;
+    free(rec);
+    cap->journal.stale_ops = 0;
+    cap->journal.in_use = 0;
+    cache_graph_forget(target);
+    cap->target = NULL;
+    forget_changes(cap);
+    cap->path = PATH_FALLBACK;
+    cap->learning = 1;
+    cap->resumed = 1;
+    set_reason(cap, "the program asked for the capture's graph once every call was made: the "
+                    "driver capture resumed in that graph");
+    ctab_self_recorded_done(cap);
+    return 0;
+}
 
 /* A capture query answered as the driver would for the capture recap
  * records; anything recap cannot answer exactly switches first. While the
@@ -390,6 +456,8 @@ static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *
         exact = (deps = self_record_deps(cap->self, key, &n)) != NULL;
     const char *switch_why = NULL;
     if (q.graph && cap->by_recap && !cap->invalidated) {
+        if (resume_in_graph(cap) == 0)
+            return op_in_capture(cap, id, a);
         cap->graph_asked = 1;
         switch_why = graph_asked_reason;
     } else if (!exact && cap->by_recap) {

@@ -54,6 +54,7 @@ struct capture {
     int fallback_pending;            /* failure seen where it cannot be handled */
     int reuse_closed;                /* the site's gate was closed at begin */
     int graph_asked;                 /* a query took the graph of a recapture or recording */
+    int resumed;                     /* a recording went on as a driver capture in its graph */
     double t0;
 
     /* Captures recap records itself (shim/self_record.h): no driver capture

@@ -795,6 +795,55 @@ static int run_added_node(int iters, int from)
     return 0;
 }
 
+/* The capture's graph asked for once every call was made, as cuda.core's
+ * GraphBuilder.end_building asks just before it ends (cuda-python's
+ * binding passes every output, the graph among them). From `add_from`
+ * on, the program then adds a kernel node to that graph itself, makes it
+ * the capture's dependency and launches once more. Printed: whether the
+ * query's graph is the one the end returns, and whether the capture id
+ * stayed the same. */
+static int run_query_at_end(int iters, int add_from)
+{
+    CUstream s = ctx.stream[0];
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL, capturing = NULL;
+        const CUgraphNode *deps = NULL;
+        size_t ndeps = 0;
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        cuuint64_t id = 0, id_later = 0;
+        struct three_kernels k;
+        three_kernels_init(&k, it);
+        int rc = cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+        rc = rc * 10 + (int)launch_on(ctx.axpy, s, k.before);
+        rc = rc * 10 + (int)launch_on(ctx.scale, s, k.inside);
+        rc = rc * 10 + (int)launch_on(ctx.axpy, s, k.after);
+        rc = rc * 10 + (int)cuStreamGetCaptureInfo(s, &status, &id, &capturing, &deps, NULL, &ndeps);
+        size_t nodes_asked = 0;
+        if (capturing)
+            cuGraphGetNodes(capturing, NULL, &nodes_asked);
+        if (it >= add_from) {
+            CUgraphNode added = NULL;
+            CUDA_KERNEL_NODE_PARAMS kp = { .func = ctx.scale, .gridDimX = SC_N / 64, .gridDimY = 1,
+                                           .gridDimZ = 1, .blockDimX = 64, .blockDimY = 1,
+                                           .blockDimZ = 1, .kernelParams = k.inside };
+            rc = rc * 10 + (int)cuGraphAddKernelNode(&added, capturing, deps, ndeps, &kp);
+            rc = rc * 10 + (int)cuStreamUpdateCaptureDependencies(
+                               s, &added, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+            rc = rc * 10 + (int)launch_on(ctx.axpy, s, k.after);
+        }
+        rc = rc * 10 + (int)cuStreamGetCaptureInfo(s, &status, &id_later, NULL, NULL, NULL, NULL);
+        rc = rc * 10 + (int)cuStreamEndCapture(s, &graph);
+        size_t nodes = 0;
+        if (graph)
+            cuGraphGetNodes(graph, NULL, &nodes);
+        int inst = run_and_release(graph);
+        printf("it=%d rc=%d deps=%zu asked_nodes=%zu same_graph=%d same_id=%d nodes=%zu inst=%d "
+               "sum=%08x\n", it, rc, ndeps, nodes_asked, graph == capturing, id == id_later, nodes,
+               inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* Three sites taking turns in the order A B A C A B ...: with a budget
  * for two executable graphs, the least recently used one goes, whatever
  * its site. */
@@ -1009,6 +1058,10 @@ int main(int argc, char **argv)
         rc = run_added_node(iters, 0);
     else if (!strcmp(name, "added_node_late"))
         rc = run_added_node(iters, 6);
+    else if (!strcmp(name, "query_at_end"))
+        rc = run_query_at_end(iters, iters);
+    else if (!strcmp(name, "query_at_end_add"))
+        rc = run_query_at_end(iters, 6);
     else if (!strcmp(name, "inflight") || !strcmp(name, "inflight_fork"))
         rc = run_inflight(iters, !strcmp(name, "inflight_fork"));
     else if (!strcmp(name, "threads"))

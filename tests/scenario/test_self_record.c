@@ -104,7 +104,7 @@ static const struct sr_name every_scenario[] = {
     N("threads"), N("sites_lru"), N("own_updates"), N("own_updates1"), N("own_plain1"),
     N("switch_first"), N("switch_mid"), N("switch_end"), N("switch_extra"), N("chain40"),
     N("collide3"), N("crossed"), N("conditional"), N("switch_attr"),
-    N("added_node"), N("added_node_late"),
+    N("added_node"), N("added_node_late"), N("query_at_end"), N("query_at_end_add"),
 #undef N
 };
 
@@ -198,6 +198,36 @@ Test(self_record, library_kernel_nodes_are_read_once, .timeout = 300)
     cr_expect_leq(reads, per_capture, "%ld kernel-node reads for %ld changes in %d captures "
                   "(%ld a capture)", reads, changed, recorded, per_capture);
     cr_expect_eq(run_stat(o.base_stats, "cuGraphKernelNodeGetParams_v2"), 0);
+    sr_done(&o);
+}
+
+/* cuda.core's pattern: the capture's graph asked for right before the end,
+ * once every call was made. The driver capture resumes in the graph recap
+ * recorded into (no call replayed, no capture of every node), the
+ * program holds the graph the end returns, and the site goes on being
+ * recorded. */
+Test(self_record, a_graph_asked_for_at_the_end_resumes_in_that_graph, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("query_at_end", 30, &o);
+    cr_expect_neq(strstr(o.recap.out, "same_graph=1"), NULL, "%s", o.recap.out);
+    cr_expect_eq(strstr(o.recap.out, "same_graph=0"), NULL, "%s", o.recap.out);
+    long resumed = run_stat(o.stats, "cuStreamBeginCaptureToGraph");
+    cr_expect_geq(resumed, 27, "%ld captures resumed in their graph", resumed);
+    cr_expect_leq(run_stat(o.stats, "cuStreamBeginCapture_v2"), 3, "%ld driver captures begun",
+                  run_stat(o.stats, "cuStreamBeginCapture_v2"));
+    cr_expect_eq(run_count_lines(o.log, "site not recaptured", NULL), 0);
+    sr_done(&o);
+}
+
+/* The same, and from the sixth capture on the program adds a node to the
+ * graph it was handed, makes it the capture's dependency and launches
+ * again: all of it through the driver, in that same graph. */
+Test(self_record, a_graph_asked_for_at_the_end_may_be_changed_by_the_program, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("query_at_end_add", 20, &o);
+    cr_expect_neq(strstr(o.recap.out, "nodes=5 "), NULL, "%s", o.recap.out);
     sr_done(&o);
 }
 
