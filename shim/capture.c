@@ -431,7 +431,6 @@ static int resume_in_graph(struct capture *cap)
     cap->journal.in_use = 0;
     cache_graph_forget(target);
     cap->target = NULL;
-    forget_changes(cap);
     cap->path = PATH_FALLBACK;
     cap->learning = 1;
     cap->resumed = 1;
@@ -1128,11 +1127,14 @@ static void account_recapture(struct capture *cap)
 static void report_end(struct capture *cap, CUresult r, long nodes)
 {
     struct site *site = cap->site;
+    /* A capture resumed in its graph was recorded by recap to its last
+     * call: a recapture by recap, its reason saying how it ended. */
+    enum capture_path path = cap->resumed ? PATH_RECAPTURE : cap->path;
     struct capture_report rep = {
-        .site = site, .seq = cap->seq, .path = path_names[cap->path],
-        .reason = cap->path == PATH_RECAPTURE ? NULL : cap->reason,
+        .site = site, .seq = cap->seq, .path = path_names[path],
+        .reason = path == PATH_RECAPTURE && !cap->resumed ? NULL : cap->reason,
         .nodes = nodes, .us = runtime_now_us() - cap->t0, .result = r,
-        .by = cap->path != PATH_RECAPTURE ? NULL : cap->began_by_recap ? "recap" : "driver",
+        .by = path != PATH_RECAPTURE ? NULL : cap->began_by_recap ? "recap" : "driver",
     };
     /* Only a recapture counts changes (the driver's callback, or recap's
      * own recording): without one they are 0. */
@@ -1148,7 +1150,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
     pthread_mutex_lock(&site->lock);
     struct site_counters *c = &site->count;
     c->captures++;
-    switch (cap->path) {
+    switch (path) {
     case PATH_RECAPTURE: c->recaptured++, c->by_recap += cap->began_by_recap; break;
     case PATH_FALLBACK: c->fallbacks++; break;
     case PATH_FRESH: c->fresh++; break;
@@ -1162,9 +1164,9 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
                                     r != CUDA_SUCCESS);
     /* A recapture that held is a hit; one that fell back, a failure. */
     enum gate_change change = GATE_SAME;
-    if (cap->path == PATH_RECAPTURE && r == CUDA_SUCCESS)
+    if (path == PATH_RECAPTURE && r == CUDA_SUCCESS)
         change = sites_record_look_locked(site, GATE_HIT);
-    else if (cap->path == PATH_FALLBACK)
+    else if (path == PATH_FALLBACK)
         change = sites_record_look_locked(site, GATE_FAILED);
     pthread_mutex_unlock(&site->lock);
     event_capture(&rep);

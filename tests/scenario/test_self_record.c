@@ -217,6 +217,11 @@ Test(self_record, a_graph_asked_for_at_the_end_resumes_in_that_graph, .timeout =
     cr_expect_leq(run_stat(o.stats, "cuStreamBeginCapture_v2"), 3, "%ld driver captures begun",
                   run_stat(o.stats, "cuStreamBeginCapture_v2"));
     cr_expect_eq(run_count_lines(o.log, "site not recaptured", NULL), 0);
+    /* Recorded by recap to the last call: counted and logged as such. */
+    cr_expect_geq(by_recap(&o), 27, "%d captures recorded by recap", by_recap(&o));
+    cr_expect_eq(run_log_total(o.log, "fallbacks"), 0);
+    cr_expect_geq(run_count_lines(o.log, "\"event\":\"capture\"", "\"by\":\"recap\"",
+                                  "resumed in that graph", NULL), 1);
     sr_done(&o);
 }
 
