@@ -287,14 +287,11 @@ static int self_record_possible(void)
            drv_real_fn[DRV_cuStreamGetCaptureInfo_v3] != NULL;
 }
 
-/* The capture recap recorded itself becomes a driver capture to be: its
- * journal is the recording's calls so far, which are this capture's own
- * (the recording is updated call by call); their nodes belong to the
- * graph that is about to go. Caller holds cap->lock. */
-static void self_detach(struct capture *cap)
+/* The recording of the graph this capture recorded into (stopped) becomes
+ * the capture's own journal. Caller holds cap->lock. */
+static void adopt_recording(struct capture *cap)
 {
     struct journal *rec = cap->target->recording;
-    self_record_stop(cap->self);
     journal_stale_lock();
     journal_unlist_stale(rec);
     journal_stale_unlock();
@@ -302,11 +299,21 @@ static void self_detach(struct capture *cap)
     journal_free(&cap->journal);
     cap->journal = *rec;
     free(rec);
+    cap->journal.stale_ops = 0;
+    cap->journal.in_use = 0;
+}
+
+/* The capture recap recorded itself becomes a driver capture to be: its
+ * journal is the recording's calls so far, which are this capture's own
+ * (the recording is updated call by call); their nodes belong to the
+ * graph that is about to go. Caller holds cap->lock. */
+static void self_detach(struct capture *cap)
+{
+    self_record_stop(cap->self);
+    adopt_recording(cap);
     /* Nothing of the graph's nodes carries over: the replay learns the
      * new graph's. */
     cap->journal.nops = cap->self->next;
-    cap->journal.stale_ops = 0;
-    cap->journal.in_use = 0;
     for (size_t i = 0; i < cap->journal.nops; i++) {
         struct journal_op *op = &cap->journal.ops[i];
         op->node = NULL;
@@ -420,15 +427,7 @@ static int resume_in_graph(struct capture *cap)
     /* From here it is a driver capture being learned: the recording, whose
      * nodes are the graph's, becomes its journal; the graph is new to the
      * cache, as a fresh capture's would be. */
-    journal_stale_lock();
-    journal_unlist_stale(rec);
-    journal_stale_unlock();
-    target->recording = NULL;
-    journal_free(&cap->journal);
-    cap->journal = *rec;
-    free(rec);
-    cap->journal.stale_ops = 0;
-    cap->journal.in_use = 0;
+    adopt_recording(cap);
     cache_graph_forget(target);
     cap->target = NULL;
     cap->path = PATH_FALLBACK;

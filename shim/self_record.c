@@ -496,7 +496,7 @@ static void store_call(struct journal_op *op, const union drv_args *a, const str
             kernel_args_store(cur, op->layout, rec->params, rec->extra);
         if (rec->config)    /* the recording's own copy of the configuration */
             ((CUlaunchConfig *)rec->config)->hStream = cur->stream;
-        else if (op->id == DRV_cuLaunchCooperativeKernel || op->id == DRV_cuLaunchCooperativeKernel_ptsz)
+        else if (is_cooperative(op->id))
             op->args.cuLaunchCooperativeKernel.hStream = cur->stream;
         else
             op->args.cuLaunchKernel.hStream = cur->stream;
