@@ -190,18 +190,49 @@ static CUresult replay_learning(struct capture *cap, size_t *failed_at)
     return CUDA_SUCCESS;
 }
 
+/* A capture recap recorded into a graph the program was handed (a query
+ * lent it) goes on as a driver capture into that very graph, emptied
+ * first: the replay puts back the calls made so far, so the graph holds
+ * what a driver capture's would, and the handle the program has stays
+ * the capture's. Measured on driver 580: nodes destroyed, the capture
+ * resumes in the graph (tests/standin/READINGS.md). */
+static CUresult begin_in_lent_graph(struct capture *cap)
+{
+    CUgraph graph = cap->lent_graph;
+    CUgraphNode node;
+    size_t n = 1, left = 0;
+    CUresult r;
+    /* One node at a time: no buffer, and the graph is small or this
+     * capture is about to cost a replay of every call anyway. */
+    while ((r = DRV_REAL(cuGraphGetNodes)(graph, &node, &n)) == CUDA_SUCCESS && n > 0) {
+        if (DRV_REAL(cuGraphDestroyNode)(node) != CUDA_SUCCESS) {
+            left = n;
+            break;
+        }
+        n = 1;
+    }
+    if (r != CUDA_SUCCESS || left)
+        event_error(cap->site, "the graph the program holds could not be emptied (%s): it keeps "
+                               "nodes of the capture recap recorded",
+                    drv_result_name(r != CUDA_SUCCESS ? r : CUDA_ERROR_UNKNOWN));
+    return DRV_REAL(cuStreamBeginCaptureToGraph)(cap->origin.real, graph, NULL, NULL, 0, cap->mode);
+}
+
 /* The recapture is over (ended, or its end returned 918): destroys its
  * graph, undefined after a failure, exactly once; begins a plain capture on
- * the origin stream and replays the journal into it. Returns the begin's
- * result. Caller holds cap->lock. */
+ * the origin stream - into the graph the program holds, if it was lent
+ * one - and replays the journal into it. Returns the begin's result.
+ * Caller holds cap->lock. */
 static CUresult restart_as_plain(struct capture *cap)
 {
-    cache_graph_discard(cap->target);
+    if (cap->target)
+        cache_graph_discard(cap->target);
     cap->target = NULL;
     forget_changes(cap);
     cap->path = PATH_FALLBACK;
 
-    CUresult r = DRV_REAL(cuStreamBeginCapture_v2)(cap->origin.real, cap->mode);
+    CUresult r = cap->lent_graph ? begin_in_lent_graph(cap)
+                                 : DRV_REAL(cuStreamBeginCapture_v2)(cap->origin.real, cap->mode);
     if (r != CUDA_SUCCESS) {
         event_error(cap->site, "after a failed recapture, the plain capture could not begin (%s); "
                                "the program's capture is lost", drv_result_name(r));
@@ -225,6 +256,7 @@ static CUresult restart_as_plain(struct capture *cap)
  * default stream), the switch waits for the next call on the owning thread:
  * cap->fallback_pending. */
 static void self_detach(struct capture *cap);
+static int resume_in_graph(struct capture *cap);
 
 static void fall_back(struct capture *cap, const char *reason)
 {
@@ -233,6 +265,8 @@ static void fall_back(struct capture *cap, const char *reason)
         return;
     if (!cap->fallback_pending)
         set_reason(cap, reason);
+    if (cap->by_recap && cap->graph_lent && resume_in_graph(cap) == 0)
+        return;
     if (cap->by_recap)
         self_detach(cap);
     if (!may_end_here(cap)) {
@@ -303,6 +337,16 @@ static void adopt_recording(struct capture *cap)
     cap->journal.in_use = 0;
 }
 
+/* The cached graph of a capture recap records is the program's once a
+ * query handed it out: the driver capture that takes over is made into
+ * it (restart_as_plain), so it leaves the cache. Caller holds cap->lock. */
+static void lend_target(struct capture *cap)
+{
+    cap->lent_graph = graph_rec_graph(cap->target);
+    cache_graph_forget(cap->target);
+    cap->target = NULL;
+}
+
 /* The capture recap recorded itself becomes a driver capture to be: its
  * journal is the recording's calls so far, which are this capture's own
  * (the recording is updated call by call); their nodes belong to the
@@ -320,6 +364,8 @@ static void self_detach(struct capture *cap)
         op->stale = 0;
         op->node_fn.known = 0;
     }
+    if (cap->graph_lent)
+        lend_target(cap);
     cap->no_driver_capture = 1;
     ctab_self_recorded_done(cap);
 }
@@ -372,34 +418,66 @@ static struct capture_query query_of(enum drv_id id, union drv_args *a)
     return q;
 }
 
-/* A query that hands out the capture's graph while recap recaptures or
- * records into a cached graph: the program may add nodes to that graph
- * itself and name them in later calls, which no switch to a driver capture
+/* A query that hands out the capture's graph while the 13.3 driver
+ * recaptures into a cached graph: the program may add nodes to that graph
+ * itself and name them in later calls, which no switch to a plain capture
  * could follow. So the capture switches first and the driver answers; the
- * site is then left to driver captures (account_graph). Except where the
- * recording is whole (resume_in_graph): the driver capture then goes on in
- * that very graph, and the site is not left. */
+ * site is then left to driver captures (account_graph). A capture recap
+ * records itself lends the graph instead (self_query): any switch is then
+ * made into that very graph. */
 static const char graph_asked_reason[] =
     "the program asked for the capture's graph, which it may change itself";
 
 static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_args *a);
 
-/* A graph query where the capture recap records has made every call of
- * its recording (cuda.core's end_building asks just before it ends): the
- * cached graph is then exactly the graph a driver capture would hold, so
- * the driver capture resumes in it - cuStreamBeginCaptureToGraph with the
- * origin stream's dependencies - instead of replaying every call into a
- * new one. The program gets the graph it will get at the end, and all it
- * does from here on goes through the driver. Only on one stream with no
- * event (others would have to join the driver's capture too), and from a
- * thread that may switch the capture. Returns 0 when resumed, -1 when the
+/* Destroys the nodes of `graph` that none of the recording's first
+ * `prefix` calls made: what is left is what a driver capture would hold
+ * after those calls. Returns the first failing call's result. */
+static CUresult trim_to_prefix(CUgraph graph, const struct journal *rec, size_t prefix)
+{
+    size_t n = 0, nkept = 0;
+    CUresult r = DRV_REAL(cuGraphGetNodes)(graph, NULL, &n);
+    if (r != CUDA_SUCCESS || n == 0)
+        return r;
+    CUgraphNode *nodes = malloc(n * sizeof *nodes), *kept = malloc(prefix * sizeof *kept + 1);
+    if (!nodes || !kept) {
+        free(nodes);
+        free(kept);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < prefix; i++)
+        if (rec->ops[i].creates_node && rec->ops[i].node)
+            kept[nkept++] = rec->ops[i].node;
+    r = DRV_REAL(cuGraphGetNodes)(graph, nodes, &n);
+    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+        int keep = 0;
+        for (size_t k = 0; k < nkept && !keep; k++)
+            keep = kept[k] == nodes[i];
+        if (!keep)
+            r = DRV_REAL(cuGraphDestroyNode)(nodes[i]);
+    }
+    free(nodes);
+    free(kept);
+    return r;
+}
+
+/* A switch of a capture whose graph the program holds: the cached graph,
+ * cut back to the nodes of the calls made so far (trim_to_prefix), is
+ * what a driver capture would hold now, so the driver capture resumes in
+ * it - cuStreamBeginCaptureToGraph with the origin stream's dependencies -
+ * instead of replaying every call into it, and every node handle the
+ * program was given stays valid. Only on one stream with no event (others
+ * would have to join the driver's capture too), and from a thread that
+ * may switch the capture. A capture that had made every call of its
+ * recording (a program that asks for the graph at the end, then adds to
+ * it) counts as recorded by recap. Returns 0 when resumed, -1 when the
  * switch must replay. Caller holds cap->lock. */
 static int resume_in_graph(struct capture *cap)
 {
     struct self_record *s = cap->self;
     char why[160];
-    if (s->nstreams != 1 || s->nevents != 0 || !self_record_complete(s, why, sizeof why) ||
-        !may_end_here(cap) || drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL)
+    if (s->nstreams != 1 || s->nevents != 0 || !may_end_here(cap) ||
+        drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL)
         return -1;
     size_t n = 0;
     const CUgraphNode *at = self_record_deps(s, cap->origin.key, &n);
@@ -410,31 +488,42 @@ static int resume_in_graph(struct capture *cap)
 
     struct graph_rec *target = cap->target;
     struct journal *rec = target->recording;
+    int complete = self_record_complete(s, why, sizeof why);
+    size_t made = s->next;
     self_record_stop(s);
     /* The nodes take the arguments recap deferred: the program and the
      * driver may read them now. */
+    const char *call = "a graph node setter";
     CUresult r = self_record_flush(rec);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && !complete) {
+        call = "cuGraphDestroyNode";
+        r = trim_to_prefix(graph_rec_graph(target), rec, made);
+    }
+    if (r == CUDA_SUCCESS) {
+        call = "cuStreamBeginCaptureToGraph";
         r = DRV_REAL(cuStreamBeginCaptureToGraph)(cap->origin.real, graph_rec_graph(target),
                                                   n ? deps : NULL, NULL, n, cap->mode);
+    }
     if (r != CUDA_SUCCESS) {
-        event_own_call_failed(cap->site, "cuStreamBeginCaptureToGraph", r,
-                              "the capture is replayed into a new graph instead");
+        /* The switch that follows empties the graph and replays. */
+        event_own_call_failed(cap->site, call, r, "the capture's calls are replayed into its graph");
         self_record_start(s, rec, cap->origin.key);
-        s->next = rec->nops;
+        s->next = made;
         return -1;
     }
-    /* From here it is a driver capture being learned: the recording, whose
-     * nodes are the graph's, becomes its journal; the graph is new to the
-     * cache, as a fresh capture's would be. */
+    /* From here it is a driver capture being learned: the calls made so
+     * far, whose nodes are the graph's, become its journal; the graph is
+     * new to the cache, as a fresh capture's would be. */
     adopt_recording(cap);
+    cap->journal.nops = made;
     cache_graph_forget(target);
     cap->target = NULL;
     cap->path = PATH_FALLBACK;
     cap->learning = 1;
-    cap->resumed = 1;
-    set_reason(cap, "the program asked for the capture's graph once every call was made: the "
-                    "driver capture resumed in that graph");
+    cap->resumed = complete;
+    if (complete)
+        set_reason(cap, "the program used the capture's graph once every call was made: the "
+                        "driver capture resumed in that graph");
     ctab_self_recorded_done(cap);
     return 0;
 }
@@ -449,16 +538,27 @@ static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *
     const void *key = ctab_stream_ref(id, drv_args_stream(id, a)).key;
     const CUgraphNode *deps = NULL;
     size_t n = 0;
-    int exact = q.status != NULL && !(q.edges && !q.deps);
-    if (exact && !cap->invalidated && (q.deps || q.ndeps))
+    /* Measured on driver 580: either is refused, and nothing written. */
+    if (q.status == NULL || (q.edges && !q.deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    int exact = 1;
+    if (!cap->invalidated && (q.deps || q.ndeps))
         exact = (deps = self_record_deps(cap->self, key, &n)) != NULL;
     const char *switch_why = NULL;
-    if (q.graph && cap->by_recap && !cap->invalidated) {
-        if (resume_in_graph(cap) == 0)
-            return op_in_capture(cap, id, a);
-        cap->graph_asked = 1;
-        switch_why = graph_asked_reason;
-    } else if (!exact && cap->by_recap) {
+    if (q.graph && !cap->invalidated && (cap->by_recap || cap->target)) {
+        /* The program may keep the graph: recap goes on recording into
+         * it, and a switch captures into it. Where the switch waits for
+         * the owning thread, the graph it will capture into is lent now. */
+        if (drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL) {
+            cap->graph_asked = 1;
+            switch_why = graph_asked_reason;
+        } else {
+            cap->graph_lent = 1;
+            if (!cap->by_recap)
+                lend_target(cap);
+        }
+    }
+    if (!switch_why && !exact && cap->by_recap) {
         switch_why = "the program asked the capture something recap does not follow";
     }
     if (switch_why) {
@@ -466,8 +566,6 @@ static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *
         if (!cap->no_driver_capture)
             return op_in_capture(cap, id, a);
     }
-    if (q.status == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
     /* As measured on driver 580 (tests/standin/READINGS.md): an
      * invalidated capture reports its status only, and no dependency is a
      * NULL array. */
@@ -477,8 +575,10 @@ static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *
         return CUDA_SUCCESS;
     if (q.id)
         *q.id = cap->app_capture_id;
-    if (q.graph)
-        *q.graph = graph_rec_graph(cap->target);
+    if (q.graph) {
+        *q.graph = cap->target ? graph_rec_graph(cap->target) : cap->lent_graph;
+        cap->graph_handed_out = 1;
+    }
     if (q.deps)
         *q.deps = n ? deps : NULL;
     if (q.ndeps)
@@ -701,6 +801,20 @@ CUresult capture_on_guarded_call(enum drv_id id, union drv_args *args,
     return g.answer;
 }
 
+static void switch_if_lent(struct capture *cap, void *arg)
+{
+    CUgraph graph = arg;
+    pthread_mutex_lock(&cap->lock);
+    if (cap->by_recap && cap->graph_lent && (!graph || graph == graph_rec_graph(cap->target)))
+        fall_back(cap, "the program made a graph call while it held the capture's graph");
+    pthread_mutex_unlock(&cap->lock);
+}
+
+void capture_on_graph_call(CUgraph graph)
+{
+    ctab_each_self_recorded(switch_if_lent, graph);
+}
+
 /* --- calls made into a capture ---------------------------------------------------- */
 
 static CUresult query_in_capture(struct capture *cap, enum drv_id id, union drv_args *a)
@@ -719,6 +833,8 @@ static CUresult query_in_capture(struct capture *cap, enum drv_id id, union drv_
     cuuint64_t *id_out = drv_args_capture_id_out(id, a);
     if (r == CUDA_SUCCESS && id_out && cap->path == PATH_FALLBACK && cap->app_capture_id)
         *id_out = cap->app_capture_id;
+    if (r == CUDA_SUCCESS && query_of(id, a).graph)
+        cap->graph_handed_out = 1;
     return r;
 }
 
@@ -1213,6 +1329,19 @@ static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
     return 1;
 }
 
+/* Ends the call into capture_on_end: unlocks and releases the capture,
+ * and lets go of a graph the program's end did not want and no query
+ * handed it, as the program would by destroying it (the cache may keep
+ * it for the site's next capture). */
+static void end_release_unwanted(struct capture *cap, int wants_graph, CUgraph unwanted)
+{
+    int release = !wants_graph && unwanted != NULL && !cap->graph_handed_out;
+    pthread_mutex_unlock(&cap->lock);
+    ctab_release(cap);
+    if (release)
+        cache_on_graph_destroy(DRV_cuGraphDestroy, unwanted);
+}
+
 /* The recapture failed and only the end said so: the plain capture takes
  * its place now, and its end is what the program gets. */
 static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *graph)
@@ -1225,7 +1354,7 @@ static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *g
 
 CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
 {
-    if (runtime_passthrough || !phGraph)
+    if (runtime_passthrough)
         return end_real(id, stream, phGraph);
 
     struct stream_ref s = ctab_stream_ref(id, stream);
@@ -1243,22 +1372,32 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
     }
 
     pthread_mutex_lock(&cap->lock);
+    /* An end that wants no graph ends the capture all the same (measured:
+     * tests/standin/READINGS.md). Where recap saw every query of the
+     * capture, it takes the graph to learn from and keep, released at once
+     * unless a query handed it to the program; elsewhere the driver
+     * decides the graph's fate. */
+    CUgraph unwanted = NULL;
+    int wants_graph = phGraph != NULL;
+    if (!wants_graph && (cap->journaled || cap->by_recap || cap->no_driver_capture))
+        phGraph = &unwanted;
+
     CUresult r;
     if ((cap->by_recap || cap->no_driver_capture) && self_end(cap, phGraph, &r)) {
-        pthread_mutex_unlock(&cap->lock);
-        ctab_release(cap);
+        end_release_unwanted(cap, wants_graph, unwanted);
         return r;
     }
     if (cap->fallback_pending && may_end_here(cap))
         fall_back(cap, cap->reason);
 
     CUgraph graph = NULL;
-    r = end_real(id, stream, &graph);
+    r = end_real(id, stream, phGraph ? &graph : NULL);
     if (r != CUDA_SUCCESS && stream_still_capturing(cap)) {
         /* Wrong thread and the like: the capture goes on, untouched. */
         pthread_mutex_unlock(&cap->lock);
         ctab_release(cap);
-        *phGraph = graph;
+        if (phGraph)
+            *phGraph = graph;
         return r;
     }
 
@@ -1285,11 +1424,11 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
     if (r == CUDA_SUCCESS && graph && cap->path != PATH_RECAPTURE)
         account_graph(cap, graph, &nodes);
 
-    *phGraph = graph;
+    if (phGraph)
+        *phGraph = graph;
     ctab_unregister(cap);
     ctab_memo_forget(cap);
     report_end(cap, r, nodes);
-    pthread_mutex_unlock(&cap->lock);
-    ctab_release(cap);
+    end_release_unwanted(cap, wants_graph, unwanted);
     return r;
 }

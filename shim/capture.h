@@ -38,4 +38,17 @@ CUresult capture_on_op(enum drv_id id, union drv_args *args);
 CUresult capture_on_guarded_call(enum drv_id id, union drv_args *args,
                                  CUstreamCaptureMode thread_mode);
 
+/* Before the program's graph calls (reads, edits, instantiation, destroy):
+ * a capture recap records into a graph a query handed the program - the
+ * one named, or any where the call names none - becomes a driver capture
+ * in that graph first, so the call sees what a driver capture's graph
+ * holds. One load while recap records no capture. */
+void capture_on_graph_call(CUgraph graph);
+
+static inline void capture_before_graph_call(CUgraph graph)
+{
+    if (__builtin_expect(capture_any_self_recorded(), 0))
+        capture_on_graph_call(graph);
+}
+
 #endif

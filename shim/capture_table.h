@@ -53,7 +53,10 @@ struct capture {
     cuuint64_t app_capture_id;       /* the id the program saw, if any */
     int fallback_pending;            /* failure seen where it cannot be handled */
     int reuse_closed;                /* the site's gate was closed at begin */
-    int graph_asked;                 /* a query took the graph of a recapture or recording */
+    int graph_asked;                 /* a query took the graph of a recapture: site left to driver captures */
+    int graph_handed_out;            /* a query gave the program the capture's graph */
+    int graph_lent;                  /* ... the cached graph of a recording: a switch captures into it */
+    CUgraph lent_graph;              /* that graph once switched (no longer cached) */
     int resumed;                     /* a recording went on as a driver capture in its graph */
     double t0;
 

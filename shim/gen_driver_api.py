@@ -401,6 +401,17 @@ def oom_retry(call):
             "        r = %s;\n    return r;" % (call, call))
 
 
+def graph_call_check(e):
+    """A graph call first lets a capture recap records into a graph the
+    program holds become a driver capture (capture_before_graph_call):
+    those lent the graph the call names, or all of them where it names a
+    node of some graph. An executable graph's own setters touch no graph."""
+    graphs = [n for t, n in e.params if t == "CUgraph"]
+    if not graphs and e.role == "exec_mutate":
+        return ""
+    return "capture_before_graph_call(%s);\n    " % (graphs[0] if graphs else "NULL")
+
+
 def wrapper_body(e):
     """The statements of one exported wrapper, by role."""
     call = "%s(%s)" % (real(e), args(e))
@@ -446,7 +457,7 @@ def wrapper_body(e):
     if e.role == "end":
         return "return capture_on_end(DRV_%s, hStream, phGraph);" % e.symbol
     if e.role == "graph_destroy":
-        return "return cache_on_graph_destroy(DRV_%s, hGraph);" % e.symbol
+        return graph_call_check(e) + "return cache_on_graph_destroy(DRV_%s, hGraph);" % e.symbol
     if e.role == "exec_destroy":
         return "return cache_on_exec_destroy(DRV_%s, hGraphExec);" % e.symbol
     if e.role.startswith("inst_"):
@@ -455,15 +466,16 @@ def wrapper_body(e):
             "inst_params": ".params = instantiateParams",
             "inst_legacy": ".error_node = phErrorNode, .log = logBuffer, .log_size = bufferSize",
         }[e.role]
-        return ("struct inst_request rq = { .id = DRV_%s, .ph_exec = phGraphExec, "
-                ".graph = hGraph, %s };\n    return exec_on_instantiate(&rq);" % (e.symbol, fields))
+        return graph_call_check(e) + (
+            "struct inst_request rq = { .id = DRV_%s, .ph_exec = phGraphExec, "
+            ".graph = hGraph, %s };\n    return exec_on_instantiate(&rq);" % (e.symbol, fields))
     if e.role == "exec_mutate":
-        return ("self_record_graphs_current();\n    CUresult r = %s;\n"
+        return graph_call_check(e) + ("self_record_graphs_current();\n    CUresult r = %s;\n"
                 "    exec_note_mutated(hGraphExec);\n    return r;" % call)
     if e.role == "graph_mutate":
-        return "self_record_graphs_current();\n    graph_note_mutated();\n    return %s;" % call
+        return graph_call_check(e) + "self_record_graphs_current();\n    graph_note_mutated();\n    return %s;" % call
     if e.role == "graph_read":
-        return "self_record_graphs_current();\n    return %s;" % call
+        return graph_call_check(e) + "self_record_graphs_current();\n    return %s;" % call
     if e.role in ("uobj_retain", "uobj_release"):
         return ("CUresult r = %s;\n    if (r == CUDA_SUCCESS && !runtime_passthrough)\n"
                 "        uobj_note_%s(graph, object, count);\n    return r;"

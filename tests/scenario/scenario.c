@@ -844,6 +844,54 @@ static int run_query_at_end(int iters, int add_from)
     return 0;
 }
 
+/* cuda.core's GraphBuilder (1.2): begin_building asks for the capture's
+ * graph right after the begin and keeps that handle; end_building asks
+ * the status, ends (its newest version without wanting the graph:
+ * `end_null`) and complete() instantiates the graph it kept. `look` >= 0:
+ * after that many launches the program counts the graph's nodes
+ * mid-capture, which must be what the driver's graph holds by then.
+ * `end_only`: no query at all, an end that wants no graph. */
+enum begin_query { QUERY_AT_BEGIN, QUERY_AT_BEGIN_END_NULL, END_NULL_ONLY };
+
+static int run_query_at_begin(int iters, enum begin_query how, int look)
+{
+    CUstream s = ctx.stream[0];
+    for (int it = 0; it < iters; it++) {
+        CUgraph kept = NULL, ended = NULL;
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        struct three_kernels k;
+        three_kernels_init(&k, it);
+        size_t nodes_seen = 0;
+        int rc = cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+        if (how != END_NULL_ONLY)
+            rc = rc * 10 + (int)cuStreamGetCaptureInfo(s, &status, NULL, &kept, NULL, NULL, NULL);
+        CUfunction fn[3] = { ctx.axpy, ctx.scale, ctx.axpy };
+        void **params[3] = { k.before, k.inside, k.after };
+        for (int i = 0; i < 3; i++) {
+            if (i == look)
+                rc = rc * 10 + (int)cuGraphGetNodes(kept, NULL, &nodes_seen);
+            rc = rc * 10 + (int)launch_on(fn[i], s, params[i]);
+        }
+        rc = rc * 10 + (int)cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL);
+        rc = rc * 10 + (int)cuStreamEndCapture(s, how == QUERY_AT_BEGIN ? &ended : NULL);
+        CUstreamCaptureStatus after = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        rc = rc * 10 + (int)cuStreamIsCapturing(s, &after);
+        size_t nodes = 0;
+        if (kept)
+            cuGraphGetNodes(kept, NULL, &nodes);
+        int inst = run_and_release(kept);
+        if (how == END_NULL_ONLY) {
+            /* Nothing to run: the work is checked by running it plainly. */
+            for (int i = 0; i < 3; i++)
+                rc = rc * 10 + (int)launch_on(fn[i], s, params[i]);
+            cuStreamSynchronize(s);
+        }
+        printf("it=%d rc=%d status_after=%d same_graph=%d seen=%zu nodes=%zu inst=%d sum=%08x\n",
+               it, rc, (int)after, ended == kept, nodes_seen, nodes, inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* Three sites taking turns in the order A B A C A B ...: with a budget
  * for two executable graphs, the least recently used one goes, whatever
  * its site. */
@@ -1062,6 +1110,14 @@ int main(int argc, char **argv)
         rc = run_query_at_end(iters, iters);
     else if (!strcmp(name, "query_at_end_add"))
         rc = run_query_at_end(iters, 6);
+    else if (!strcmp(name, "query_at_begin"))
+        rc = run_query_at_begin(iters, QUERY_AT_BEGIN, -1);
+    else if (!strcmp(name, "query_at_begin_end_null"))
+        rc = run_query_at_begin(iters, QUERY_AT_BEGIN_END_NULL, -1);
+    else if (!strcmp(name, "query_at_begin_look"))
+        rc = run_query_at_begin(iters, QUERY_AT_BEGIN, 1);
+    else if (!strcmp(name, "end_null"))
+        rc = run_query_at_begin(iters, END_NULL_ONLY, -1);
     else if (!strcmp(name, "inflight") || !strcmp(name, "inflight_fork"))
         rc = run_inflight(iters, !strcmp(name, "inflight_fork"));
     else if (!strcmp(name, "threads"))

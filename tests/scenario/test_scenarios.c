@@ -514,12 +514,22 @@ static void added_node_late_case(const char *driver, const char *self_record)
                          .env = { self_record } };
     struct sc_outcome o;
     sc_compare(&c, &o);
-    cr_expect_eq(run_log_total(o.log, "recaptured"), 0);
     cr_expect_eq(run_log_total(o.log, "fallbacks"), 1);
-    cr_expect_eq(run_count_lines(o.log, "\"event\":\"capture\"", "\"path\":\"fallback\"",
-                                 "asked for the capture's graph", NULL), 1);
-    cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "site not recaptured",
-                                 "ask for their graph", NULL), 1);
+    if (self_record) {
+        /* recap lent the graph it records into; the program's edit made
+         * the capture a driver capture in that graph, then the site was
+         * left to driver captures for the call recap cannot copy. */
+        cr_expect_eq(run_count_lines(o.log, "\"event\":\"capture\"", "\"path\":\"fallback\"",
+                                     "graph call while it held the capture's graph", NULL), 1);
+        cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "site not recaptured",
+                                     NULL), 1);
+    } else {
+        cr_expect_eq(run_log_total(o.log, "recaptured"), 0);
+        cr_expect_eq(run_count_lines(o.log, "\"event\":\"capture\"", "\"path\":\"fallback\"",
+                                     "asked for the capture's graph", NULL), 1);
+        cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "site not recaptured",
+                                     "ask for their graph", NULL), 1);
+    }
     sc_done(&o);
 }
 

@@ -105,6 +105,7 @@ static const struct sr_name every_scenario[] = {
     N("switch_first"), N("switch_mid"), N("switch_end"), N("switch_extra"), N("chain40"),
     N("collide3"), N("crossed"), N("conditional"), N("switch_attr"),
     N("added_node"), N("added_node_late"), N("query_at_end"), N("query_at_end_add"),
+    N("query_at_begin"), N("query_at_begin_end_null"), N("query_at_begin_look"), N("end_null"),
 #undef N
 };
 
@@ -233,6 +234,64 @@ Test(self_record, a_graph_asked_for_at_the_end_may_be_changed_by_the_program, .t
     struct sr_outcome o;
     sr_compare("query_at_end_add", 20, &o);
     cr_expect_neq(strstr(o.recap.out, "nodes=5 "), NULL, "%s", o.recap.out);
+    sr_done(&o);
+}
+
+/* cuda.core 1.2's GraphBuilder asks for the graph right after the begin
+ * and instantiates that handle after the end. recap lends the program the
+ * graph it records into: no driver capture, no switch, and the site is
+ * not left to driver captures (it was before, in round 12). */
+static void expect_recorded_throughout(struct sr_outcome *o, int iters)
+{
+    cr_expect_geq(by_recap(o), iters - 3, "%d of %d captures recorded by recap", by_recap(o),
+                  iters);
+    cr_expect_leq(run_stat(o->stats, "cuStreamBeginCapture_v2"), 3, "%ld driver captures begun",
+                  run_stat(o->stats, "cuStreamBeginCapture_v2"));
+    cr_expect_eq(run_count_lines(o->log, "site not recaptured", NULL), 0);
+    cr_expect_eq(run_log_total(o->log, "fallbacks"), 0);
+}
+
+Test(self_record, a_graph_asked_for_at_the_begin_is_recorded_into, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("query_at_begin", 30, &o);
+    cr_expect_neq(strstr(o.recap.out, "same_graph=1"), NULL, "%s", o.recap.out);
+    cr_expect_eq(strstr(o.recap.out, "same_graph=0"), NULL, "%s", o.recap.out);
+    expect_recorded_throughout(&o, 30);
+    sr_done(&o);
+}
+
+/* cuda.core's newest end_building ends without wanting the graph (the
+ * driver ends the capture all the same, and the graph the query gave
+ * stays the program's); an end that wants no graph and never asked for
+ * one leaves recap the graph to keep. */
+Test(self_record, an_end_that_wants_no_graph_ends_the_capture, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("query_at_begin_end_null", 30, &o);
+    cr_expect_neq(strstr(o.recap.out, "status_after=0 "), NULL, "%s", o.recap.out);
+    expect_recorded_throughout(&o, 30);
+    sr_done(&o);
+    sr_compare("end_null", 30, &o);
+    cr_expect_eq(strstr(o.recap.out, "status_after=1"), NULL, "%s", o.recap.out);
+    expect_recorded_throughout(&o, 30);
+    sr_done(&o);
+}
+
+/* The program counts the nodes of the graph it was lent mid-capture: the
+ * capture becomes a driver capture in that same graph first (emptied,
+ * every call so far replayed), so the count is the driver's, and the
+ * graph the end returns is still the one the program holds. */
+Test(self_record, a_lent_graph_looked_at_mid_capture_shows_the_calls_so_far, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("query_at_begin_look", 20, &o);
+    cr_expect_neq(strstr(o.recap.out, "seen=1 "), NULL, "%s", o.recap.out);
+    cr_expect_eq(strstr(o.recap.out, "same_graph=0"), NULL, "%s", o.recap.out);
+    cr_expect_geq(run_stat(o.stats, "cuStreamBeginCaptureToGraph"), 15, "%ld captures into the "
+                  "lent graph", run_stat(o.stats, "cuStreamBeginCaptureToGraph"));
+    cr_expect_geq(run_count_lines(o.log, "\"path\":\"fallback\"",
+                                  "graph call while it held the capture's graph", NULL), 1);
     sr_done(&o);
 }
 

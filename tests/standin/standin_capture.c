@@ -316,7 +316,12 @@ static CUresult end_capture(CUstream h, bool ptsz, CUgraph *phGraph)
     struct si_stream *s;
     CUresult rc = si_stream_get(h, ptsz, &s);
     if (rc) return rc;
-    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
+    /* Measured on driver 580 (READINGS.md, "Ending without a graph"): a
+     * NULL phGraph ends the capture all the same; a graph the program was
+     * handed by a capture query stays its own, one it never saw is freed. */
+    CUgraph unused;
+    bool graph_wanted = phGraph != NULL;
+    if (!phGraph) phGraph = &unused;
     struct si_capture *c = s->cap;
     if (!c) {
         if (s->skind == SI_STREAM_LEGACY && (rc = legacy_conflict(true))) return rc;
@@ -341,7 +346,7 @@ static CUresult end_capture(CUstream h, bool ptsz, CUgraph *phGraph)
     else if (c->rc) rc = si_recapture_end(c);
     if (rc && c->rc) si_graph_poison(c->graph, "recapture failed");
     *phGraph = rc ? NULL : (CUgraph)c->graph;
-    if (rc && c->graph_owned) si_graph_free(c->graph);
+    if (c->graph_owned && (rc || (!graph_wanted && !c->graph_handed_out))) si_graph_free(c->graph);
     capture_detach(c);
     return rc;
 }
@@ -380,7 +385,10 @@ static CUresult capture_query(CUstream h, bool ptsz, const struct capture_query 
     }
     *q->status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (q->id) *q->id = c->id;
-    if (q->graph) *q->graph = (CUgraph)c->graph;
+    if (q->graph) {
+        *q->graph = (CUgraph)c->graph;
+        c->graph_handed_out = true;
+    }
     if (q->deps) *q->deps = s->deps.n ? (const CUgraphNode *)s->deps.v : NULL; /* measured: NULL for none */
     if (q->ndeps) *q->ndeps = s->deps.n;
     if (q->edata) {

@@ -368,6 +368,7 @@ struct si_capture {
     struct si_stream *origin;
     struct si_graph *graph;
     bool graph_owned; /* false: captured into the caller's graph */
+    bool graph_handed_out; /* a capture query gave the program the graph */
     bool invalidated;
     struct si_vec streams;
     struct si_recapture *rc;
