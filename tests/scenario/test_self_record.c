@@ -279,9 +279,9 @@ Test(self_record, an_end_that_wants_no_graph_ends_the_capture, .timeout = 300)
 }
 
 /* The program counts the nodes of the graph it was lent mid-capture: the
- * capture becomes a driver capture in that same graph first (emptied,
- * every call so far replayed), so the count is the driver's, and the
- * graph the end returns is still the one the program holds. */
+ * capture becomes a driver capture in that same graph first (cut back to
+ * the node of the one call made so far), so the count is the driver's,
+ * and the graph the end returns is still the one the program holds. */
 Test(self_record, a_lent_graph_looked_at_mid_capture_shows_the_calls_so_far, .timeout = 300)
 {
     struct sr_outcome o;
