@@ -892,6 +892,41 @@ static int run_query_at_begin(int iters, enum begin_query how, int look)
     return 0;
 }
 
+/* The lent graph asked for at the begin, and work forked to a second
+ * stream and joined back; every other iteration the program counts the
+ * graph's nodes while the fork is open. There the switch cannot resume
+ * on one stream: the graph is emptied and every call so far replayed
+ * into it, and the count must still be the driver's. */
+static int run_query_at_begin_fork(int iters)
+{
+    CUstream s = ctx.stream[0], side = ctx.stream[1];
+    for (int it = 0; it < iters; it++) {
+        CUgraph kept = NULL, ended = NULL;
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        struct three_kernels k;
+        three_kernels_init(&k, it);
+        size_t seen = 0, nodes = 0;
+        long long rc = cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+        rc = rc * 10 + cuStreamGetCaptureInfo(s, &status, NULL, &kept, NULL, NULL, NULL);
+        rc = rc * 10 + launch_on(ctx.axpy, s, k.before);
+        rc = rc * 10 + cuEventRecord(ctx.fork_event, s);
+        rc = rc * 10 + cuStreamWaitEvent(side, ctx.fork_event, 0);
+        rc = rc * 10 + launch_on(ctx.scale, side, k.inside);
+        if (it % 2)
+            rc = rc * 10 + cuGraphGetNodes(kept, NULL, &seen);
+        rc = rc * 10 + cuEventRecord(ctx.join_event, side);
+        rc = rc * 10 + cuStreamWaitEvent(s, ctx.join_event, 0);
+        rc = rc * 10 + launch_on(ctx.axpy, s, k.after);
+        rc = rc * 10 + cuStreamEndCapture(s, &ended);
+        if (kept)
+            cuGraphGetNodes(kept, NULL, &nodes);
+        int inst = run_and_release(kept);
+        printf("it=%d rc=%lld same_graph=%d seen=%zu nodes=%zu inst=%d sum=%08x\n", it, rc,
+               ended == kept, seen, nodes, inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* Three sites taking turns in the order A B A C A B ...: with a budget
  * for two executable graphs, the least recently used one goes, whatever
  * its site. */
@@ -1116,6 +1151,8 @@ int main(int argc, char **argv)
         rc = run_query_at_begin(iters, QUERY_AT_BEGIN_END_NULL, -1);
     else if (!strcmp(name, "query_at_begin_look"))
         rc = run_query_at_begin(iters, QUERY_AT_BEGIN, 1);
+    else if (!strcmp(name, "query_at_begin_fork"))
+        rc = run_query_at_begin_fork(iters);
     else if (!strcmp(name, "end_null"))
         rc = run_query_at_begin(iters, END_NULL_ONLY, -1);
     else if (!strcmp(name, "inflight") || !strcmp(name, "inflight_fork"))

@@ -106,6 +106,7 @@ static const struct sr_name every_scenario[] = {
     N("collide3"), N("crossed"), N("conditional"), N("switch_attr"),
     N("added_node"), N("added_node_late"), N("query_at_end"), N("query_at_end_add"),
     N("query_at_begin"), N("query_at_begin_end_null"), N("query_at_begin_look"), N("end_null"),
+    N("query_at_begin_fork"),
 #undef N
 };
 
@@ -292,6 +293,22 @@ Test(self_record, a_lent_graph_looked_at_mid_capture_shows_the_calls_so_far, .ti
                   "lent graph", run_stat(o.stats, "cuStreamBeginCaptureToGraph"));
     cr_expect_geq(run_count_lines(o.log, "\"path\":\"fallback\"",
                                   "graph call while it held the capture's graph", NULL), 1);
+    sr_done(&o);
+}
+
+/* The same look while work is forked to a second stream: the graph is
+ * emptied and every call so far replayed into it (no resume on one
+ * stream), so the count is the driver's; the iterations without a look
+ * stay recorded by recap. */
+Test(self_record, a_lent_graph_looked_at_across_a_fork_is_replayed_into, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("query_at_begin_fork", 20, &o);
+    cr_expect_neq(strstr(o.recap.out, "seen=2 "), NULL, "%s", o.recap.out);
+    cr_expect_eq(strstr(o.recap.out, "same_graph=0"), NULL, "%s", o.recap.out);
+    cr_expect_geq(run_stat(o.stats, "cuStreamBeginCaptureToGraph"), 7, "%ld captures replayed "
+                  "into the lent graph", run_stat(o.stats, "cuStreamBeginCaptureToGraph"));
+    cr_expect_geq(by_recap(&o), 7, "%d captures recorded by recap", by_recap(&o));
     sr_done(&o);
 }
 
