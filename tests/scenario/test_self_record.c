@@ -279,6 +279,17 @@ Test(self_record, an_end_that_wants_no_graph_ends_the_capture, .timeout = 300)
     sr_done(&o);
 }
 
+/* A lent graph the program looked at mid-capture: the count it saw is
+ * the driver's (`seen`, "seen=N "), the end returned the graph the
+ * program holds, and at least `switches` captures went on in that graph. */
+static void expect_looked_at_lent_graph(struct sr_outcome *o, const char *seen, long switches)
+{
+    cr_expect_neq(strstr(o->recap.out, seen), NULL, "%s", o->recap.out);
+    cr_expect_eq(strstr(o->recap.out, "same_graph=0"), NULL, "%s", o->recap.out);
+    long into = run_stat(o->stats, "cuStreamBeginCaptureToGraph");
+    cr_expect_geq(into, switches, "%ld captures went on in the lent graph", into);
+}
+
 /* The program counts the nodes of the graph it was lent mid-capture: the
  * capture becomes a driver capture in that same graph first (cut back to
  * the node of the one call made so far), so the count is the driver's,
@@ -287,10 +298,7 @@ Test(self_record, a_lent_graph_looked_at_mid_capture_shows_the_calls_so_far, .ti
 {
     struct sr_outcome o;
     sr_compare("query_at_begin_look", 20, &o);
-    cr_expect_neq(strstr(o.recap.out, "seen=1 "), NULL, "%s", o.recap.out);
-    cr_expect_eq(strstr(o.recap.out, "same_graph=0"), NULL, "%s", o.recap.out);
-    cr_expect_geq(run_stat(o.stats, "cuStreamBeginCaptureToGraph"), 15, "%ld captures into the "
-                  "lent graph", run_stat(o.stats, "cuStreamBeginCaptureToGraph"));
+    expect_looked_at_lent_graph(&o, "seen=1 ", 15);
     cr_expect_geq(run_count_lines(o.log, "\"path\":\"fallback\"",
                                   "graph call while it held the capture's graph", NULL), 1);
     sr_done(&o);
@@ -304,10 +312,7 @@ Test(self_record, a_lent_graph_looked_at_across_a_fork_is_replayed_into, .timeou
 {
     struct sr_outcome o;
     sr_compare("query_at_begin_fork", 20, &o);
-    cr_expect_neq(strstr(o.recap.out, "seen=2 "), NULL, "%s", o.recap.out);
-    cr_expect_eq(strstr(o.recap.out, "same_graph=0"), NULL, "%s", o.recap.out);
-    cr_expect_geq(run_stat(o.stats, "cuStreamBeginCaptureToGraph"), 7, "%ld captures replayed "
-                  "into the lent graph", run_stat(o.stats, "cuStreamBeginCaptureToGraph"));
+    expect_looked_at_lent_graph(&o, "seen=2 ", 7);
     cr_expect_geq(by_recap(&o), 7, "%d captures recorded by recap", by_recap(&o));
     sr_done(&o);
 }
