@@ -10,7 +10,10 @@
  * and replaced by a plain capture into which the journal is replayed; the
  * failing call is then made again in the plain capture and its result is
  * what the program sees. A call recap cannot journal ends a recapture before
- * it runs, so the journal never misses a call that needs replaying.
+ * it runs, so the journal never misses a call that needs replaying. A
+ * capture at a site observed only is the driver's throughout: recap keeps
+ * its site, number and start in a slot (shim/observed.h), not a capture
+ * record, and at its end counts its nodes and logs it.
  *
  * Locks: a capture's lock serialises every call into it (and the switch to
  * a plain capture); then site->lock; then cache_lock; captures_lock last.
@@ -24,6 +27,7 @@
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/exec_reuse.h"
+#include "shim/observed.h"
 #include "shim/runtime.h"
 #include "shim/self_record.h"
 #include "shim/shape.h"
@@ -74,12 +78,12 @@ static CUresult end_real(enum drv_id id, CUstream stream, CUgraph *graph)
     return ((drv_fn_cuStreamEndCapture)drv_real_fn[id])(stream, graph);
 }
 
-static int stream_still_capturing(struct capture *cap)
+static int stream_still_capturing(CUstream stream, struct site *site)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = DRV_REAL(cuStreamIsCapturing)(cap->origin.real, &status);
+    CUresult r = DRV_REAL(cuStreamIsCapturing)(stream, &status);
     if (r != CUDA_SUCCESS)
-        event_own_call_failed(cap->site, "cuStreamIsCapturing", r,
+        event_own_call_failed(site, "cuStreamIsCapturing", r,
                               "the capture is taken to have ended");
     return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
@@ -1006,6 +1010,36 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
     return target;
 }
 
+/* A capture at a site observed only is the driver's, watched from a slot
+ * (shim/observed.h); at a site whose mode is off, not even watched; on a
+ * stream already capturing, left to the driver to refuse. Returns 0,
+ * having done nothing, when the slots are full: the capture table takes
+ * the capture then. */
+static int begin_observed(enum drv_id id, struct stream_ref s, CUstreamCaptureMode mode,
+                          struct site *site, CUresult *result)
+{
+    struct observed_capture busy;
+    if (site->policy.mode == RECAP_MODE_OFF || (observed_any() && observed_find(s.key, &busy) >= 0)) {
+        *result = begin_plain(id, s.real, mode);
+        return 1;
+    }
+    struct observed_capture o = { .site = site, .t0 = runtime_now_us() };
+    pthread_mutex_lock(&site->lock);
+    o.seq = site->seq + 1;
+    int slot = observed_claim(s.key, &o);
+    if (slot >= 0)
+        site->seq = o.seq;
+    pthread_mutex_unlock(&site->lock);
+    if (slot < 0)
+        return 0;
+    *result = begin_plain(id, s.real, mode);
+    if (*result != CUDA_SUCCESS)
+        observed_unclaim(slot);
+    runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id, o.seq,
+                    path_names[PATH_OBSERVE]);
+    return 1;
+}
+
 CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode mode,
                           const void *entry_return, const void *entry_cfa)
 {
@@ -1034,6 +1068,10 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     if (names_warning != NULL)
         event_warning(NULL, "%s", names_warning);
     struct site *site = sites_get_named(site_id, &stack, &origin);
+    CUresult r;
+    if (site && (site->policy.mode == RECAP_MODE_OBSERVE || site->policy.mode == RECAP_MODE_OFF) &&
+        begin_observed(id, s, mode, site, &r))
+        return r;
     struct capture *cap = site ? ctab_new() : NULL;
     if (!cap)
         return begin_plain(id, stream, mode);
@@ -1053,7 +1091,6 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     pthread_mutex_unlock(&site->lock);
     cache_site_gate_changed(site, change);
 
-    CUresult r;
     const char *refusal = target && !drv_caps.recapture_begin ? self_record_refusal(cap, target)
                                                               : NULL;
     if (refusal) {
@@ -1241,6 +1278,37 @@ static void account_recapture(struct capture *cap)
     record_shape(cap->site, rec->shape, 1);   /* recaptured: typed census */
 }
 
+/* Counts an ended capture into its site's totals and logs it (sampled):
+ * *rep is complete but for `write`; `path` is the one counted. */
+static void count_capture(struct site *site, struct capture_report *rep, enum capture_path path,
+                          int began_by_recap)
+{
+    pthread_mutex_lock(&site->lock);
+    struct site_counters *c = &site->count;
+    c->captures++;
+    switch (path) {
+    case PATH_RECAPTURE: c->recaptured++, c->by_recap += began_by_recap; break;
+    case PATH_FALLBACK: c->fallbacks++; break;
+    case PATH_FRESH: c->fresh++; break;
+    case PATH_OBSERVE: c->observed++; break;
+    }
+    c->nodes += rep->nodes > 0 ? (unsigned long)rep->nodes : 0;
+    c->changed += rep->changed, c->eligible += rep->eligible;
+    c->ineligible += rep->ineligible, c->errors += rep->errors;
+    c->capture_us += rep->us;
+    rep->write = event_worth_writing(&site->last_capture_key, rep->path, rep->reason, rep->seq,
+                                     rep->result != CUDA_SUCCESS);
+    /* A recapture that held is a hit; one that fell back, a failure. */
+    enum gate_change change = GATE_SAME;
+    if (path == PATH_RECAPTURE && rep->result == CUDA_SUCCESS)
+        change = sites_record_look_locked(site, GATE_HIT);
+    else if (path == PATH_FALLBACK)
+        change = sites_record_look_locked(site, GATE_FAILED);
+    pthread_mutex_unlock(&site->lock);
+    event_capture(rep);
+    cache_site_gate_changed(site, change);
+}
+
 static void report_end(struct capture *cap, CUresult r, long nodes)
 {
     struct site *site = cap->site;
@@ -1264,30 +1332,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
         pthread_mutex_unlock(&cap->changes_lock);
     }
 
-    pthread_mutex_lock(&site->lock);
-    struct site_counters *c = &site->count;
-    c->captures++;
-    switch (path) {
-    case PATH_RECAPTURE: c->recaptured++, c->by_recap += cap->began_by_recap; break;
-    case PATH_FALLBACK: c->fallbacks++; break;
-    case PATH_FRESH: c->fresh++; break;
-    case PATH_OBSERVE: c->observed++; break;
-    }
-    c->nodes += nodes > 0 ? (unsigned long)nodes : 0;
-    c->changed += rep.changed, c->eligible += rep.eligible;
-    c->ineligible += rep.ineligible, c->errors += rep.errors;
-    c->capture_us += rep.us;
-    rep.write = event_worth_writing(&site->last_capture_key, rep.path, rep.reason, cap->seq,
-                                    r != CUDA_SUCCESS);
-    /* A recapture that held is a hit; one that fell back, a failure. */
-    enum gate_change change = GATE_SAME;
-    if (path == PATH_RECAPTURE && r == CUDA_SUCCESS)
-        change = sites_record_look_locked(site, GATE_HIT);
-    else if (path == PATH_FALLBACK)
-        change = sites_record_look_locked(site, GATE_FAILED);
-    pthread_mutex_unlock(&site->lock);
-    event_capture(&rep);
-    cache_site_gate_changed(site, change);
+    count_capture(site, &rep, path, cap->began_by_recap);
 }
 
 /* The end of a capture recap records itself, as the driver would end it.
@@ -1354,12 +1399,42 @@ static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *g
     return end_real(id, cap->origin.real, graph);
 }
 
+/* The end of a capture recap only watched: the driver's answer, then the
+ * node count and the log. */
+static CUresult end_observed(enum drv_id id, struct stream_ref s, CUgraph *phGraph, int slot,
+                             const struct observed_capture *o)
+{
+    CUresult r = end_real(id, s.real, phGraph);
+    if (r != CUDA_SUCCESS && stream_still_capturing(s.real, o->site))
+        return r;   /* wrong thread and the like: the capture goes on */
+    if (!observed_release(slot, s.key))
+        return r;   /* another thread's end reports it */
+    struct capture_report rep = { .site = o->site, .seq = o->seq, .path = path_names[PATH_OBSERVE],
+                                  .reason = "site observed only", .nodes = -1, .result = r };
+    CUgraph graph = r == CUDA_SUCCESS && phGraph ? *phGraph : NULL;
+    struct graph_census census;
+    if (graph && shape_census(graph, 0, &census) == 0)
+        rep.nodes = census.nodes;
+    else if (graph)
+        event_own_call_failed(o->site, census.failed_call, census.error,
+                              "the capture is logged without its node count");
+    rep.us = runtime_now_us() - o->t0;
+    count_capture(o->site, &rep, PATH_OBSERVE, 0);
+    return r;
+}
+
 CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
 {
     if (runtime_passthrough)
         return end_real(id, stream, phGraph);
 
     struct stream_ref s = ctab_stream_ref(id, stream);
+    if (observed_any()) {
+        struct observed_capture o;
+        int slot = observed_find(s.key, &o);
+        if (slot >= 0)
+            return end_observed(id, s, phGraph, slot, &o);
+    }
     struct capture *cap = ctab_find_origin(s.key);
     if (!cap) {
         /* Ended on a stream that joined a capture recap records: the
@@ -1394,7 +1469,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
 
     CUgraph graph = NULL;
     r = end_real(id, stream, phGraph ? &graph : NULL);
-    if (r != CUDA_SUCCESS && stream_still_capturing(cap)) {
+    if (r != CUDA_SUCCESS && stream_still_capturing(cap->origin.real, cap->site)) {
         /* Wrong thread and the like: the capture goes on, untouched. */
         pthread_mutex_unlock(&cap->lock);
         ctab_release(cap);

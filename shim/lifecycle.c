@@ -22,6 +22,7 @@
 #include "shim/kparams.h"
 #include "shim/lifecycle.h"
 #include "shim/nvtx_ranges.h"
+#include "shim/observed.h"
 #include "shim/runtime.h"
 #include "shim/site_names.h"
 #include "shim/sites.h"
@@ -63,6 +64,7 @@ static void lifecycle_after_fork_child(void)
     lifecycle_starting_here = 0;
     drv_after_fork_child();
     ctab_after_fork_child();
+    observed_after_fork_child();
     cache_after_fork_child();
     uobj_after_fork_child();
     kparams_after_fork_child();

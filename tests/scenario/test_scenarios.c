@@ -619,6 +619,51 @@ Test(scenario, every_fallback_is_written_however_long_the_run)
     sc_done(&o);
 }
 
+/* --- sites observed only ------------------------------------------------------------- */
+
+/* An observed capture is the driver's, watched from a slot of its own
+ * (shim/observed.h), not from the capture table: each is still counted and
+ * logged as observed, with the node count the table's path (mode update)
+ * finds for the same program, whichever thread ends it and however many
+ * threads capture at once; nothing is instantiated by recap. */
+static void observed_case(const char *name, int iters)
+{
+    struct sc_case watched = { .name = name, .iters = iters, .driver = "13000",
+                               .env = { "RECAP_MODE=observe" } };
+    struct sc_case tabled = { .name = name, .iters = iters, .driver = "13000",
+                              .env = { "RECAP_MODE=update" } };
+    struct sc_outcome o, t;
+    sc_compare(&watched, &o);
+    sc_compare(&tabled, &t);
+    long n = run_log_total(t.log, "captures");
+    cr_expect_gt(n, 0, "%s: no capture counted in mode update", name);
+    cr_expect_eq(run_log_total(o.log, "captures"), n, "%s: captures observed", name);
+    cr_expect_eq(run_log_total(o.log, "observed"), n, "%s: captures counted as observed", name);
+    cr_expect_gt(run_log_total(o.log, "nodes"), 0, "%s: node count", name);
+    cr_expect_eq(run_log_total(o.log, "nodes"), run_log_total(t.log, "nodes"),
+                 "%s: nodes counted when observed and when reused", name);
+    cr_expect_eq(run_log_total(o.log, "instantiations"), 0, "%s", name);
+    cr_expect_eq(captures(&o, "observe"), run_count_lines(o.log, "\"event\":\"capture\"", NULL),
+                 "%s: a capture logged other than observed", name);
+    sc_done(&o);
+    sc_done(&t);
+}
+
+Test(scenario, an_observed_site_counts_every_capture_and_its_nodes)
+{
+    observed_case("params", 100);
+}
+
+Test(scenario, an_observed_capture_ended_on_another_thread_is_counted)
+{
+    observed_case("cross_thread", 30);
+}
+
+Test(scenario, observed_captures_on_many_threads_at_once_are_each_counted)
+{
+    observed_case("threads", 20);
+}
+
 /* --- adaptive reuse: working sets, the budget, the back-off ----------------------------- */
 
 /* Reuse after the first pass of a k-shape cycle, from the end totals: at
