@@ -21,7 +21,8 @@ extern int runtime_passthrough;
 /* "recap: ..." on stderr when RECAP_VERBOSE=1 (one write). */
 void runtime_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Microseconds on the monotonic clock. */
+/* Microseconds on the monotonic clock (its origin is arbitrary: only
+ * differences mean anything); runtime.c says how it is read cheaply. */
 double runtime_now_us(void);
 
 #endif

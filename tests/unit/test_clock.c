@@ -1,0 +1,61 @@
+/*
+ * test_clock.c - shim/runtime.c's clock alone: whatever it reads (the
+ * time-stamp counter once calibrated, else clock_gettime), it never runs
+ * backwards on a thread and measures spans as CLOCK_MONOTONIC does, before
+ * its calibration, across it and after it.
+ */
+#include <criterion/criterion.h>
+#include <time.h>
+
+#include "shim/runtime.h"
+
+
+static double monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+    nanosleep(&ts, NULL);
+}
+
+/* A span of about `us` on both clocks; they must agree within 1 % + 20 us
+ * (the two readings of each side are not simultaneous). */
+static void expect_span_agrees(long us, const char *when)
+{
+    double r0 = runtime_now_us(), m0 = monotonic_us();
+    sleep_us(us);
+    double m1 = monotonic_us(), r1 = runtime_now_us();
+    double want = m1 - m0, got = r1 - r0;
+    cr_expect(got >= want - 20 && got <= want * 1.01 + 20,
+              "%s: recap's clock measured %.1f us where CLOCK_MONOTONIC measured %.1f", when, got,
+              want);
+}
+
+Test(clock, spans_agree_with_the_monotonic_clock_across_calibration)
+{
+    expect_span_agrees(5000, "before calibration");
+    expect_span_agrees(30000, "across calibration");   /* 20 ms after the first reading */
+    for (int i = 0; i < 5; i++)
+        expect_span_agrees(10000, "after calibration");
+}
+
+Test(clock, never_runs_backwards_on_a_thread)
+{
+    double last = runtime_now_us();
+    double start = monotonic_us();
+    long backwards = 0, n = 0;
+    /* Long enough to cross the calibration, 20 ms after the first reading. */
+    while (monotonic_us() - start < 60000) {
+        for (int i = 0; i < 1000; i++, n++) {
+            double now = runtime_now_us();
+            backwards += now < last;
+            last = now;
+        }
+    }
+    cr_expect_eq(backwards, 0, "%ld of %ld readings went backwards", backwards, n);
+}
