@@ -46,9 +46,8 @@
 #include <cuda.h>
 
 #include "bench_common.h"
+#include "bench_direct.h"
 
-#include <elf.h>
-#include <link.h>
 #include <pthread.h>
 #include <time.h>
 #if defined(__x86_64__)
@@ -67,102 +66,18 @@ float value_for(long iteration, long node)
     return (float)((iteration * 7 + node) % 13) * 0.25f;
 }
 
-/* --- the real driver's functions, from libcuda's dynamic symbol table ------------ */
-
-struct symbol_query {
-    const char *name;
-    void *address;
-    bool found_library;
-};
-
-/* Dynamic-section pointers are relocated in place by glibc on most targets,
- * left as offsets on others: an offset is below the load address. */
-const void *dyn_pointer(ElfW(Addr) value, ElfW(Addr) base)
-{
-    return (const void *)(value < base ? value + base : value);
-}
-
-bool symbol_matches(const ElfW(Sym) *sym, const char *strtab, const char *name)
-{
-    return sym->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym->st_info) == STT_FUNC &&
-           strcmp(strtab + sym->st_name, name) == 0;
-}
-
-const ElfW(Sym) *gnu_hash_lookup(const uint32_t *table, const ElfW(Sym) *symtab,
-                                 const char *strtab, const char *name)
-{
-    uint32_t hash = 5381;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        hash = hash * 33 + *c;
-    const uint32_t nbuckets = table[0], symoffset = table[1], bloom_size = table[2];
-    const ElfW(Addr) *bloom = (const ElfW(Addr) *)(table + 4);
-    const uint32_t *buckets = (const uint32_t *)(bloom + bloom_size);
-    const uint32_t *chain = buckets + nbuckets;
-    uint32_t index = buckets[hash % nbuckets];
-    if (index < symoffset)
-        return nullptr;
-    for (;; index++) {
-        const uint32_t chained = chain[index - symoffset];
-        if ((chained | 1) == (hash | 1) && symbol_matches(&symtab[index], strtab, name))
-            return &symtab[index];
-        if (chained & 1)
-            return nullptr;
-    }
-}
-
-const ElfW(Sym) *sysv_hash_lookup(const uint32_t *table, const ElfW(Sym) *symtab,
-                                  const char *strtab, const char *name)
-{
-    for (uint32_t i = 0; i < table[1]; i++) /* table[1]: the number of symbols */
-        if (symbol_matches(&symtab[i], strtab, name))
-            return &symtab[i];
-    return nullptr;
-}
-
-int find_in_libcuda(struct dl_phdr_info *info, size_t, void *data)
-{
-    symbol_query *q = (symbol_query *)data;
-    const char *slash = strrchr(info->dlpi_name, '/');
-    const char *base = slash ? slash + 1 : info->dlpi_name;
-    if (strncmp(base, "libcuda.so", 10) != 0)
-        return 0;
-    q->found_library = true;
-    const ElfW(Dyn) *dyn = nullptr;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    const ElfW(Sym) *symtab = nullptr;
-    const char *strtab = nullptr;
-    const uint32_t *gnu_hash = nullptr, *sysv_hash = nullptr;
-    for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
-        const void *p = dyn_pointer(dyn->d_un.d_ptr, info->dlpi_addr);
-        switch (dyn->d_tag) {
-        case DT_SYMTAB: symtab = (const ElfW(Sym) *)p; break;
-        case DT_STRTAB: strtab = (const char *)p; break;
-        case DT_GNU_HASH: gnu_hash = (const uint32_t *)p; break;
-        case DT_HASH: sysv_hash = (const uint32_t *)p; break;
-        }
-    }
-    const ElfW(Sym) *sym = nullptr;
-    if (symtab && strtab && gnu_hash)
-        sym = gnu_hash_lookup(gnu_hash, symtab, strtab, q->name);
-    else if (symtab && strtab && sysv_hash)
-        sym = sysv_hash_lookup(sysv_hash, symtab, strtab, q->name);
-    if (sym)
-        q->address = (void *)(info->dlpi_addr + sym->st_value);
-    return 1;
-}
+/* --- the real driver's functions (bench_direct.h) ---------------------------------- */
 
 void *real_driver_function(const char *name)
 {
-    symbol_query q = {name, nullptr, false};
-    dl_iterate_phdr(find_in_libcuda, &q);
-    if (!q.address) {
+    int found_library = 0;
+    void *address = bench_real_driver_function(name, &found_library);
+    if (!address) {
         fprintf(stderr, "bench-paired: %s not found in %s\n", name,
-                q.found_library ? "libcuda's dynamic symbol table" : "the process (no libcuda.so loaded)");
+                found_library ? "libcuda's dynamic symbol table" : "the process (no libcuda.so loaded)");
         exit(2);
     }
-    return q.address;
+    return address;
 }
 
 /* --- one way of calling the driver ----------------------------------------------- */

@@ -225,3 +225,36 @@ Test(interpose, library_below_a_path_with_space_and_colon)
     path_intercepted("direct", 4);
     run_cleanup_dir(dir);
 }
+
+/* scripts/bench-paired measures recap against the driver in one process,
+ * reaching the driver past recap through bench_direct.h. Under recap the
+ * linked functions must be recap's and the looked-up ones the driver's
+ * (else the benchmark would time the driver against itself, or recap
+ * against itself), and the looked-up ones must work. */
+Test(interpose, bench_paired_reaches_the_driver_past_recap)
+{
+    struct run_spec spec = { .argv = { run_env_path("DIRECTPROG_BIN") } };
+    struct run_result plain, recap;
+    self_recording_env(&spec);
+    cr_assert_eq(run_program(&spec, &plain), 0);
+    spec.with_recap = 1;
+    run_setenv(&spec, "RECAP_LOG", "off");
+    cr_assert_eq(run_program(&spec, &recap), 0);
+    cr_assert_eq(plain.status, 0, "without recap: %s%s", plain.out, plain.err);
+    cr_assert_eq(recap.status, 0, "under recap: %s%s", recap.out, recap.err);
+    const char *names[] = { "cuLaunchKernel", "cuStreamBeginCapture_v2", "cuGraphExecUpdate_v2" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "%s linked=libcuda.so.1 direct=libcuda.so.1 same=1\n", names[i]);
+        cr_expect(strstr(plain.out, want), "without recap, want \"%s\" in:\n%s", want, plain.out);
+        snprintf(want, sizeof want, "%s linked=librecap.so direct=libcuda.so.1 same=0\n", names[i]);
+        cr_expect(strstr(recap.out, want), "under recap, want \"%s\" in:\n%s", want, recap.out);
+    }
+    const char *v = strstr(recap.out, "cuDriverGetVersion rc=0 version=");
+    cr_expect(v && atoi(v + strlen("cuDriverGetVersion rc=0 version=")) >= 12000,
+              "the looked-up cuDriverGetVersion: %s", recap.out);
+    cr_expect(strstr(plain.out, v ? v : "-"), "the same version both ways:\n%s\n%s", plain.out,
+              recap.out);
+    run_result_free(&plain);
+    run_result_free(&recap);
+}
