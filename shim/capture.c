@@ -1318,7 +1318,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
     struct capture_report rep = {
         .site = site, .seq = cap->seq, .path = path_names[path],
         .reason = path == PATH_RECAPTURE && !cap->resumed ? NULL : cap->reason,
-        .nodes = nodes, .us = runtime_now_us() - cap->t0, .result = r,
+        .nodes = nodes, .us = runtime_since_us(cap->t0), .result = r,
         .by = path != PATH_RECAPTURE ? NULL : cap->began_by_recap ? "recap" : "driver",
     };
     /* Only a recapture counts changes (the driver's callback, or recap's
@@ -1418,7 +1418,7 @@ static CUresult end_observed(enum drv_id id, struct stream_ref s, CUgraph *phGra
     else if (graph)
         event_own_call_failed(o->site, census.failed_call, census.error,
                               "the capture is logged without its node count");
-    rep.us = runtime_now_us() - o->t0;
+    rep.us = runtime_since_us(o->t0);
     count_capture(o->site, &rep, PATH_OBSERVE, 0);
     return r;
 }

@@ -366,7 +366,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
             }
         }
     }
-    double us = runtime_now_us() - t0;
+    double us = runtime_since_us(t0);
     const char *why = reason[0] ? reason : NULL;
     enum gate_change change;
     int write = count_instantiation(site, how, why, reusable, update_failed, us, &change);

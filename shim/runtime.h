@@ -25,4 +25,13 @@ void runtime_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
  * differences mean anything); runtime.c says how it is read cheaply. */
 double runtime_now_us(void);
 
+/* Microseconds since `t0`, a reading of runtime_now_us: never negative,
+ * even when the two readings came from counters of two cores a few ticks
+ * apart (a thread that moved mid-capture). */
+static inline double runtime_since_us(double t0)
+{
+    double d = runtime_now_us() - t0;
+    return d > 0 ? d : 0;
+}
+
 #endif

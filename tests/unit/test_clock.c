@@ -2,7 +2,8 @@
  * test_clock.c - shim/runtime.c's clock alone: whatever it reads (the
  * time-stamp counter once calibrated, else clock_gettime), it never runs
  * backwards on a thread and measures spans as CLOCK_MONOTONIC does, before
- * its calibration, across it and after it.
+ * its calibration, across it and after it; and a duration taken with it
+ * is never negative.
  */
 #include <criterion/criterion.h>
 #include <time.h>
@@ -58,4 +59,14 @@ Test(clock, never_runs_backwards_on_a_thread)
         }
     }
     cr_expect_eq(backwards, 0, "%ld of %ld readings went backwards", backwards, n);
+}
+
+Test(clock, a_duration_is_never_negative)
+{
+    double t0 = runtime_now_us();
+    cr_expect_geq(runtime_since_us(t0), 0);
+    sleep_us(1000);
+    cr_expect_geq(runtime_since_us(t0), 900, "1 ms slept");
+    /* A start read on a core whose counter runs ahead of this one's. */
+    cr_expect_eq(runtime_since_us(runtime_now_us() + 5.0), 0);
 }
