@@ -958,7 +958,7 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
     enum recap_mode mode = site->policy.mode;
 
     *change = GATE_SAME;
-    if (mode == RECAP_MODE_OBSERVE || mode == RECAP_MODE_OFF) {
+    if (mode == RECAP_MODE_OBSERVE) {   /* its slots were full (begin_observed) */
         cap->path = PATH_OBSERVE;
         set_reason(cap, "site observed only");
         return NULL;
@@ -1118,7 +1118,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
             set_reason(cap, cap->self ? "too many captures at once for recap to record this one"
                                       : "recap ran out of memory");
             r = begin_plain(id, stream, mode);
-            if (r == CUDA_SUCCESS && site->policy.mode != RECAP_MODE_OFF)
+            if (r == CUDA_SUCCESS)
                 ctab_register(cap);
         }
         runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id,
@@ -1147,7 +1147,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
 
     runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id, cap->seq,
                     path_names[cap->path]);
-    if (r == CUDA_SUCCESS && site->policy.mode != RECAP_MODE_OFF)
+    if (r == CUDA_SUCCESS)
         ctab_register(cap);
     ctab_release(cap);
     return r;
