@@ -143,6 +143,14 @@ enum inst_how { HOW_NEW, HOW_REUSE, HOW_DELTA, HOW_UPDATE };
 static const char *const how_names[] = { [HOW_NEW] = "new", [HOW_REUSE] = "reuse",
                                          [HOW_DELTA] = "delta", [HOW_UPDATE] = "update" };
 
+/* Whether a changed node's arguments can come from `g`'s recording (kernel
+ * and host-function nodes recap recorded) rather than from the graph node. */
+static int changed_from_recording(const struct graph_rec *g, const struct changed_node *c)
+{
+    return g->recording && c->op >= 0 &&
+           (c->type == CU_GRAPH_NODE_TYPE_KERNEL || c->type == CU_GRAPH_NODE_TYPE_HOST);
+}
+
 /* Whether the recapture's change list alone brings `e` up to `g`. */
 static int delta_applies(const struct exec_rec *e, const struct graph_rec *g)
 {
@@ -164,10 +172,17 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how
         }
         /* A graph recap recorded itself has its changed kernel and host
          * arguments in its recording: they go straight into the executable
-         * graph (no read of the graph node). Above the share, writing the
-         * graph's nodes (0.08 us each) and one whole update is cheaper than
-         * an executable-node write each (0.44 us): scripts/bench-node-setters. */
-        if (g->nodes > 0 && k * 100 <= (size_t)g->nodes * EXEC_DELTA_MAX_PERCENT) {
+         * graph, with no read of the graph node and no write of it (it is
+         * brought up to date only when the program looks). With every node
+         * of 1000 new, that costs 0.22-0.33 us a node against 0.11-0.15 for
+         * the graph node's write plus 0.15-0.21 for its share of a whole
+         * update (scripts/bench-node-setters.cu): per node at any share.
+         * The other changes need a read of the graph node each, and pay per
+         * node only up to EXEC_DELTA_MAX_PERCENT. */
+        size_t reads = 0;
+        for (size_t i = 0; i < k; i++)
+            reads += !changed_from_recording(g, &g->changed[i]);
+        if (g->nodes > 0 && reads * 100 <= (size_t)g->nodes * EXEC_DELTA_MAX_PERCENT) {
             CUcontext ctx = NULL;
             const char *failed = "cuCtxGetCurrent";
             CUresult r = DRV_REAL(cuCtxGetCurrent)(&ctx);
@@ -175,8 +190,7 @@ static int sync_exec(struct exec_rec *e, struct graph_rec *g, enum inst_how *how
                 journal_stale_lock();
             for (size_t i = 0; i < k && r == CUDA_SUCCESS; i++) {
                 const struct changed_node *c = &g->changed[i];
-                if (g->recording && c->op >= 0 &&
-                    (c->type == CU_GRAPH_NODE_TYPE_KERNEL || c->type == CU_GRAPH_NODE_TYPE_HOST))
+                if (changed_from_recording(g, c))
                     r = self_record_apply_to_exec(exec_rec_exec(e), &g->recording->ops[c->op],
                                                   &failed);
                 else
