@@ -11,6 +11,7 @@
  *                                separated by a space or tab, is a comment
  *
  * Keys: mode (auto|recapture|update|observe|off), max_graphs (1..64),
+ * self_record (on|off),
  * stack_depth (1..SITE_MAX_DEPTH, [defaults] only), cache_budget ([defaults]
  * only: a whole number of bytes with an optional unit B, KiB, MiB, GiB,
  * TiB, KB, MB, GB or TB, at most 1 PiB, or a whole percentage 0..100 of
@@ -409,7 +410,7 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
                          p->section == SECTION_DEFAULTS
                              ? "mode, max_graphs, stack_depth, cache_budget, python_skip or "
                                "self_record"
-                             : "mode, max_graphs or label");
+                             : "mode, max_graphs, self_record or label");
     if (k == KEY_STACK_DEPTH && p->section == SECTION_SITE)
         return conf_fail(p, "found stack_depth in a [site] section, expected it only in "
                          "[defaults] (one depth identifies all sites)");
@@ -419,9 +420,6 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
     if (k == KEY_PYTHON_SKIP && p->section == SECTION_SITE)
         return conf_fail(p, "found python_skip in a [site] section, expected it only in "
                          "[defaults] (it decides what the sites are)");
-    if (k == KEY_SELF_RECORD && p->section == SECTION_SITE)
-        return conf_fail(p, "found self_record in a [site] section, expected it only in "
-                         "[defaults] (it holds for the whole process)");
     if (k == KEY_LABEL && p->section == SECTION_DEFAULTS)
         return conf_fail(p, "found label in [defaults], expected label only in [site ID] "
                          "sections");
@@ -475,7 +473,11 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
         return conf_value_python_skip(p, value, value_len);
     case KEY_SELF_RECORD:
         if (conf_equals(value, value_len, "on") || conf_equals(value, value_len, "off")) {
-            conf->self_record = conf_equals(value, value_len, "on") ? CONF_ON : CONF_OFF;
+            enum conf_switch on = conf_equals(value, value_len, "on") ? CONF_ON : CONF_OFF;
+            if (site)
+                site->self_record = on;
+            else
+                conf->self_record = on;
             return 0;
         }
         return conf_fail(p, "found self_record = %s, expected on or off",

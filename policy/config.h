@@ -2,9 +2,9 @@
  * config.h - the configuration file (module prefix conf_).
  *
  * Owns: parsing "[defaults]" and "[site ID]" sections of "key = value" lines
- * with "#" comments into a conf_file. Keys: mode, max_graphs, stack_depth,
- * cache_budget, python_skip and self_record (these four in [defaults]
- * only), label.
+ * with "#" comments into a conf_file. Keys: mode, max_graphs, self_record,
+ * stack_depth, cache_budget and python_skip (these three in [defaults]
+ * only), label ([site] only).
  * Must never: read the environment, print, or leave a half-filled
  * conf_file behind an error.
  */
@@ -38,11 +38,15 @@ struct conf_budget {
 
 #define CONF_BUDGET_MAX_BYTES (1ull << 50)
 
+/* An on/off key: unset unless the file gives it. */
+enum conf_switch { CONF_UNSET, CONF_ON, CONF_OFF };
+
 struct conf_site {
     uint64_t id;
     int has_mode;
     enum recap_mode mode;
     int max_graphs;                /* 0: not set */
+    enum conf_switch self_record;
     char label[CONF_LABEL_MAX];    /* "": none */
     int line;                      /* where its section began */
 };
@@ -54,7 +58,7 @@ struct conf_file {
     int stack_depth;               /* 0: not set */
     struct conf_budget cache_budget;
     char python_skip[CONF_PYTHON_SKIP_MAX];   /* "": not set; comma-separated */
-    enum { CONF_UNSET, CONF_ON, CONF_OFF } self_record;
+    enum conf_switch self_record;
     struct conf_site *sites;       /* owned; freed by conf_free */
     size_t nsites;
 };

@@ -295,16 +295,15 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
     /* On by default since the whole test matrix and the GPU suite pass
      * with it (README.md, "Self-recording"); an empty value is the default. */
     const char *self = settings_env(envp, "RECAP_SELF_RECORD");
-    int self_from_env = 0;
     if (!off && self != NULL && self[0] != '\0' &&
         settings_check_text(s, errfd, "RECAP_SELF_RECORD", self, 8, "on or off") == 0) {
-        self_from_env = 1;
+        s->self_record_from_env = 1;
         if (strcmp(self, "on") == 0 || strcmp(self, "1") == 0)
             s->self_record = 1;
         else if (strcmp(self, "off") == 0 || strcmp(self, "0") == 0)
             s->self_record = 0;
         else {
-            self_from_env = 0;
+            s->self_record_from_env = 0;
             settings_complain(s, errfd, "RECAP_SELF_RECORD", self, "found an unknown value, "
                               "expected on or off");
         }
@@ -329,7 +328,7 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
                 s->stack_depth = s->conf.stack_depth;
             s->cache_budget = s->conf.cache_budget;
             /* Environment over [defaults], as for the mode. */
-            if (s->conf.self_record != CONF_UNSET && !self_from_env)
+            if (s->conf.self_record != CONF_UNSET && !s->self_record_from_env)
                 s->self_record = s->conf.self_record == CONF_ON;
         }
     }
@@ -433,10 +432,14 @@ struct site_policy settings_site_policy_named(const struct recap_settings *s, ui
     struct site_policy policy = {
         .mode = s->mode,
         .max_graphs = s->max_graphs,
+        .self_record = s->self_record,
         .label = site != NULL && site->label[0] != '\0' ? site->label : NULL,
     };
     if (site != NULL && site->max_graphs)
         policy.max_graphs = site->max_graphs;
+    int self_forced_off = s->self_record_from_env && !s->self_record;
+    if (site != NULL && site->self_record != CONF_UNSET && !self_forced_off)
+        policy.self_record = site->self_record == CONF_ON;
     if (s->mode == RECAP_MODE_OFF) {
         policy.mode = RECAP_MODE_OFF;
     } else if (!settings_selected(s, site_id, names, nnames, hit) || s->degraded ||

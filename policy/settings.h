@@ -29,9 +29,11 @@
  * cache_budget: [defaults], else SETTINGS_DEFAULT_BUDGET_PERCENT of the
  * device's memory capped at SETTINGS_DEFAULT_BUDGET_CAP.
  * stack_depth: [defaults] over SITE_DEFAULT_DEPTH.
- * RECAP_SELF_RECORD (on/off; empty: the default) over [defaults]
  * self_record, default on: on a driver without the recapture API, recap
- * records repeat captures itself.
+ * records repeat captures itself. RECAP_SELF_RECORD=off turns it off at
+ * every site (the safe direction, as RECAP_MODE=observe for the mode);
+ * otherwise a site's own [site ID] self_record, then RECAP_SELF_RECORD=on,
+ * then [defaults] self_record.
  * A bad RECAP_LOG template leaves the default template in place (observe
  * mode still logs, so the problem is visible there too).
  */
@@ -81,7 +83,8 @@ struct recap_settings {
     char config_path[SETTINGS_PATH_MAX];   /* "": none */
     char log_template[SETTINGS_PATH_MAX];  /* "stderr", "off", or a template */
     int verbose;
-    int self_record;                /* recap records repeat captures (default; RECAP_SELF_RECORD=off: not) */
+    int self_record;                /* default per site: recap records repeat captures */
+    int self_record_from_env;       /* self_record came from a valid RECAP_SELF_RECORD */
     int max_graphs;                 /* default per site; 0: working set */
     int stack_depth;
     struct conf_budget cache_budget; /* set: from [defaults] */
@@ -93,6 +96,7 @@ struct recap_settings {
 struct site_policy {
     enum recap_mode mode;
     int max_graphs;
+    int self_record;                /* records repeat captures where the driver cannot */
     const char *label;              /* NULL: none; points into settings */
 };
 

@@ -52,11 +52,14 @@ static void set_reason(struct capture *cap, const char *text)
 }
 
 static pthread_once_t no_api_reason_once = PTHREAD_ONCE_INIT;
-static char no_api_reason[64];
+static char no_api_reason[64], no_api_self_off_reason[128];
 
 static void format_no_api_reason(void)
 {
     snprintf(no_api_reason, sizeof no_api_reason, "driver %d has no recapture API", drv_caps.version);
+    snprintf(no_api_self_off_reason, sizeof no_api_self_off_reason,
+             "driver %d has no recapture API and self-recording is off at this site",
+             drv_caps.version);
 }
 
 /* --- driver calls recap makes on the capture's streams ------------------------ */
@@ -316,12 +319,12 @@ static void note_membership(struct capture *cap, enum drv_id id, const union drv
  * the driver's own counter, so the two never meet. */
 static cuuint64_t next_recap_capture_id = 1ull << 62;
 
-/* Whether this process records repeat captures itself: asked for, and no
- * recapture API to do it better. Learning a graph's nodes needs the
- * dependency query of 12.3. */
-static int self_record_possible(void)
+/* Whether recap records this site's repeat captures itself: asked for (the
+ * site's policy), and no recapture API to do it better. Learning a graph's
+ * nodes needs the dependency query of 12.3. */
+static int self_record_possible(const struct site *site)
 {
-    return runtime_settings.self_record && !drv_caps.recapture_begin &&
+    return site->policy.self_record && !drv_caps.recapture_begin &&
            drv_real_fn[DRV_cuStreamGetCaptureInfo_v3] != NULL;
 }
 
@@ -975,10 +978,10 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
         set_reason(cap, "mode update: executable reuse only");
         return NULL;
     }
-    int by_recap = self_record_possible();
+    int by_recap = self_record_possible(site);
     if (!drv_caps.recapture_begin && !by_recap) {
         pthread_once(&no_api_reason_once, format_no_api_reason);
-        set_reason(cap, no_api_reason);
+        set_reason(cap, site->policy.self_record ? no_api_reason : no_api_self_off_reason);
         return NULL;
     }
     if (id == DRV_cuStreamBeginCapture || id == DRV_cuStreamBeginCapture_ptsz) {
@@ -1198,7 +1201,7 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
      * (exec_reuse.c). Not while the site's gate is closed: it keeps and
      * predicts nothing then, and must cost what observing costs (a type
      * query per node would cost more than the capture saves). */
-    int with_types = (drv_caps.recapture_begin != NULL || self_record_possible() ||
+    int with_types = (drv_caps.recapture_begin != NULL || self_record_possible(site) ||
                       cap->typed_shapes) && cap->path != PATH_OBSERVE && !cap->reuse_closed;
 
     if (shape_census(graph, with_types, &census) != 0) {

@@ -187,10 +187,59 @@ Test(scenario, params_on_a_13_0_driver_reuse_executables)
     sc_compare(&c, &o);
     cr_expect_eq(captures(&o, "fresh"), 12);
     cr_expect_eq(captures(&o, "recapture"), 0);
-    cr_expect_eq(run_count_lines(o.log, "\"reason\":\"driver 13000 has no recapture API\"", NULL), 12);
+    cr_expect_eq(run_count_lines(o.log, "\"reason\":\"driver 13000 has no recapture API and "
+                                        "self-recording is off at this site\"", NULL), 12);
     cr_expect_eq(run_stat(o.stats, "cuStreamBeginRecaptureToGraph"), 0);
     cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 1);
     cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 11);
+    sc_done(&o);
+}
+
+/* The id of the only site in a log (16 hex digits), into id[17]. */
+static void only_site_id(const char *log, char id[17])
+{
+    char *text = run_read_file(log, NULL);
+    cr_assert_not_null(text);
+    const char *at = strstr(text, "\"event\":\"site\"");
+    cr_assert_not_null(at, "no site event in the log");
+    at = strstr(at, "\"site\":\"");
+    cr_assert_not_null(at);
+    memcpy(id, at + 8, 16);
+    id[16] = '\0';
+    cr_assert_null(strstr(at, "\"event\":\"site\""), "more than one site in the log");
+    free(text);
+}
+
+/* self_record in a site's section decides for that site: off there beats
+ * RECAP_SELF_RECORD=on (the site reuses executables and says why it does
+ * not record), on there beats [defaults] off. */
+Test(scenario, self_recording_is_chosen_per_site)
+{
+    struct sc_case first = { .name = "params", .iters = 12, .driver = "13000",
+                             .env = { "RECAP_SELF_RECORD=on" } };
+    struct sc_outcome o;
+    sc_compare(&first, &o);
+    cr_assert_gt(run_log_total(o.log, "by_recap"), 0, "params is not recorded by recap at all");
+    char id[17], conf[128];
+    only_site_id(o.log, id);
+    sc_done(&o);
+
+    snprintf(conf, sizeof conf, "[site %s]\nself_record = off\n", id);
+    struct sc_case site_off = { .name = "params", .iters = 12, .driver = "13000", .config = conf,
+                                .env = { "RECAP_SELF_RECORD=on" } };
+    sc_compare(&site_off, &o);
+    cr_expect_eq(run_log_total(o.log, "by_recap"), 0);
+    cr_expect_eq(run_count_lines(o.log, "\"reason\":\"driver 13000 has no recapture API and "
+                                        "self-recording is off at this site\"", NULL), 12);
+    cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 11);
+    sc_done(&o);
+
+    snprintf(conf, sizeof conf, "[defaults]\nself_record = off\n[site %s]\nself_record = on\n",
+             id);
+    struct sc_case site_on = { .name = "params", .iters = 12, .driver = "13000", .config = conf,
+                               .env = { "RECAP_SELF_RECORD=" } };
+    sc_compare(&site_on, &o);
+    cr_expect_gt(run_log_total(o.log, "by_recap"), 0);
     sc_done(&o);
 }
 

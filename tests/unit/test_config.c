@@ -28,8 +28,9 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
     { "self_record not on or off", "[defaults]\nself_record = yes\n", 0,
       "t.conf:2: found self_record = \"yes\", expected on or off" },
-    { "self_record in a site section", "[site 0123456789abcdef]\nself_record = on\n", 0,
-      "t.conf:2: found self_record in a [site] section, expected it only in [defaults]" },
+    { "self_record twice in a site", "[site 0123456789abcdef]\nself_record = on\n"
+      "self_record = off\n", 0,
+      "t.conf:3: found a second self_record in this section (first at line 2)" },
     { "cache_budget unknown unit", "[defaults]\ncache_budget = 12 parsecs\n", 0,
       "t.conf:2: found cache_budget = \"12 parsecs\", expected a size in bytes with an optional "
       "unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB) such as 512MiB, at most 1PiB, or a whole "
@@ -57,7 +58,8 @@ static const struct bad_case bad_cases[] = {
       "t.conf:2: found unknown key \"mod\", expected mode, max_graphs, stack_depth, "
       "cache_budget, python_skip or self_record" },
     { "unknown key in site", "[site " ID1 "]\ncolour = red\n", 0,
-      "t.conf:2: found unknown key \"colour\", expected mode, max_graphs or label" },
+      "t.conf:2: found unknown key \"colour\", expected mode, max_graphs, self_record or "
+      "label" },
     { "bad mode", "[defaults]\nmode = fast\n", 0,
       "t.conf:2: found mode = \"fast\", expected auto, recapture, update, observe or off" },
     { "mode is case-sensitive", "[defaults]\n\nmode = AUTO\n", 0,
@@ -221,6 +223,7 @@ Test(config, valid_file_structure)
         "\xef\xbb\xbf# recap configuration\r\n"
         "[defaults]   # all sites\n"
         "mode = update\n"
+        "self_record = off\n"
         "\tmax_graphs=4\n"
         "stack_depth = 12   # deeper\n"
         "\n"
@@ -229,6 +232,7 @@ Test(config, valid_file_structure)
         "label = decode.step:1\n"
         "mode = observe\n"
         "[ site   FEDCBA9876543210 ]\n"
+        "self_record = on\n"
         "max_graphs = 64\n"
         "[site 00000000000000ff]\n";
     struct conf_file conf;
@@ -244,13 +248,16 @@ Test(config, valid_file_structure)
     cr_expect(conf.sites[0].has_mode);
     cr_expect_eq(conf.sites[0].mode, RECAP_MODE_OBSERVE);
     cr_expect_eq(conf.sites[0].max_graphs, 0);
-    cr_expect_eq(conf.sites[0].line, 7);
+    cr_expect_eq(conf.sites[0].line, 8);
+    cr_expect_eq(conf.sites[0].self_record, CONF_UNSET);
+    cr_expect_eq(conf.self_record, CONF_OFF);
     cr_expect_eq(conf.sites[1].id, 0xfedcba9876543210ull);
     cr_expect_not(conf.sites[1].has_mode);
     cr_expect_eq(conf.sites[1].max_graphs, 64);
+    cr_expect_eq(conf.sites[1].self_record, CONF_ON);
     cr_expect_str_eq(conf.sites[1].label, "");
     cr_expect_eq(conf.sites[2].id, 0xffull);
-    cr_expect_eq(conf.sites[2].line, 13);
+    cr_expect_eq(conf.sites[2].line, 15);
     conf_free(&conf);
     cr_expect_null(conf.sites);
 }

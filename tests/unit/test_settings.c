@@ -517,6 +517,35 @@ Test(settings, self_record_from_the_environment_over_the_file)
     }
 }
 
+/* A site's own self_record beats RECAP_SELF_RECORD=on and [defaults];
+ * RECAP_SELF_RECORD=off turns it off everywhere (the safe direction). */
+Test(settings, self_record_per_site)
+{
+    static const char conf[] = "[defaults]\nself_record = off\n"
+                               "[site " ID1 "]\nself_record = on\n"
+                               "[site " ID2 "]\nself_record = off\n";
+    static const struct { const char *env; uint64_t site; int want; } cases[] = {
+        { NULL, ID1_N, 1 },                         /* site on over [defaults] off */
+        { NULL, ID2_N, 0 },
+        { NULL, ID3_N, 0 },                         /* no section: [defaults] */
+        { "RECAP_SELF_RECORD=on", ID2_N, 0 },       /* site off over the environment's on */
+        { "RECAP_SELF_RECORD=on", ID3_N, 1 },       /* environment over [defaults] */
+        { "RECAP_SELF_RECORD=off", ID1_N, 0 },      /* off everywhere */
+        { "RECAP_SELF_RECORD=", ID1_N, 1 },         /* empty: as unset */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct recap_settings *s = malloc(sizeof *s);
+        char err[1024];
+        const char *env[] = { "RECAP_CONFIG=t", cases[i].env, NULL };
+        load(s, env, conf, err, sizeof err);
+        cr_expect_eq(err[0], '\0', "case %zu: %s", i, err);
+        struct site_policy p = settings_site_policy(s, cases[i].site);
+        cr_expect_eq(p.self_record, cases[i].want, "case %zu: self_record %d", i, p.self_record);
+        settings_free(s);
+        free(s);
+    }
+}
+
 /* ---- rank and world size ------------------------------------------------- */
 
 struct rank_case {
