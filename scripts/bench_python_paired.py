@@ -105,13 +105,7 @@ def cupy_loop():
     stream.synchronize()
 
     def section(iteration):
-        with stream:
-            stream.begin_capture()
-            record(iteration)
-            graph = stream.end_capture()
-        graph.launch(stream)
-        stream.synchronize()
-        del graph
+        c.capture_and_launch(stream, record, iteration)
 
     def result(returned):
         got = cp.asnumpy(y, stream=stream)
@@ -151,18 +145,8 @@ def cuda_core_loop():
     n = np.int32(g.ELEMENTS)
 
     def section(iteration):
-        a, b, a2, b2 = g.scalars(iteration)
         x, y = inputs[iteration & 1], outputs[(iteration >> 1) & 1]
-        builder = stream.create_graph_builder()
-        builder.begin_building()
-        core.launch(builder, config, kernel, x, tmp, a, b, n)
-        core.launch(builder, config, kernel, tmp, y, a2, b2, n)
-        builder.end_building()
-        graph = builder.complete()
-        graph.launch(stream)
-        stream.sync()
-        g.close(graph)
-        g.close(builder)
+        g.build_and_launch(stream, config, kernel, x, tmp, y, n, *g.scalars(iteration))
         return y
 
     def result(y):

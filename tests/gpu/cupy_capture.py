@@ -52,6 +52,19 @@ def scalars(iteration):
             np.float32(0.5 + (iteration % 3) * 0.125))
 
 
+def capture_and_launch(stream, record, iteration):
+    """The loop's timed section (also scripts/bench_python_paired.py's): a new
+    graph of record(iteration) captured on stream, launched, waited for and
+    released."""
+    with stream:
+        stream.begin_capture()
+        record(iteration)
+        graph = stream.end_capture()
+    graph.launch(stream)
+    stream.synchronize()
+    del graph
+
+
 def main():
     try:
         if cp.cuda.runtime.getDeviceCount() < 1:
@@ -91,13 +104,7 @@ def main():
     times = []
     for iteration in range(ITERATIONS):
         t0 = time.perf_counter()
-        with stream:
-            stream.begin_capture()
-            record(iteration)
-            graph = stream.end_capture()
-        graph.launch(stream)
-        stream.synchronize()
-        del graph
+        capture_and_launch(stream, record, iteration)
         times.append(time.perf_counter() - t0)
         got = cp.asnumpy(y, stream=stream)
         stream.synchronize()
