@@ -12,7 +12,10 @@ program's own reference, and the three ways' results against each other.
 Prints one line: "result program=P iterations=N blocks=B" and, for each
 ratio self/reuse, self/off and reuse/off, the median of the per-block
 ratios of the ways' median times and its quartiles, then each way's median
-time in ms and the mismatches. The first 10 iterations are warm-up.
+time in ms, where the section marks its steps (CuPy: begin, kernels, end,
+launch, wait, release; cuda.core: begin, kernels, end, complete and
+launch, wait, close) each step's median in us, and the mismatches. The
+first 10 iterations are warm-up.
 
 usage: bench_python_paired.py torch|cupy|cuda_core ITERATIONS
 Exit 0, 1 on a wrong or differing result, 2 on bad usage, 77 when the
@@ -34,16 +37,16 @@ BLOCK = 10
 
 # One function per way: each is its own capture site to recap (its frame is
 # among the capture's Python frames). Kept apart, one call each.
-def way_self(section, iteration):
-    return section(iteration)
+def way_self(section, iteration, marks):
+    return section(iteration, marks)
 
 
-def way_reuse(section, iteration):
-    return section(iteration)
+def way_reuse(section, iteration, marks):
+    return section(iteration, marks)
 
 
-def way_off(section, iteration):
-    return section(iteration)
+def way_off(section, iteration, marks):
+    return section(iteration, marks)
 
 
 CALLS = {"self": way_self, "reuse": way_reuse, "off": way_off}
@@ -67,7 +70,7 @@ def torch_loop():
     def prepare(iteration):
         static_x.copy_(t.inputs_for(iteration))
 
-    def section(iteration):
+    def section(iteration, marks):
         scale = scale_of(iteration)
         return setup.capture_once(torch, lambda: t.step(static_x, w1, b1, w2, scale))
 
@@ -104,8 +107,8 @@ def cupy_loop():
         record(0)
     stream.synchronize()
 
-    def section(iteration):
-        c.capture_and_launch(stream, record, iteration)
+    def section(iteration, marks):
+        c.capture_and_launch(stream, record, iteration, marks)
 
     def result(returned):
         got = cp.asnumpy(y, stream=stream)
@@ -144,9 +147,10 @@ def cuda_core_loop():
     config = core.LaunchConfig(grid=64, block=256)
     n = np.int32(g.ELEMENTS)
 
-    def section(iteration):
+    def section(iteration, marks):
         x, y = inputs[iteration & 1], outputs[(iteration >> 1) & 1]
-        g.build_and_launch(stream, config, kernel, x, tmp, y, n, *g.scalars(iteration))
+        g.build_and_launch(stream, config, kernel, x, tmp, y, n, *g.scalars(iteration),
+                           marks=marks)
         return y
 
     def result(y):
@@ -179,15 +183,20 @@ def main():
     program, iterations = sys.argv[1], int(sys.argv[2])
     prepare, section, result, right, same = LOOPS[program]()
     times = {w: [] for w in WAYS}
+    phases = {w: [] for w in WAYS}     # per iteration, the section's steps in seconds
     mismatches = 0
     for iteration in range(iterations):
         prepare(iteration)
         results = {}
         shift = iteration % len(WAYS)
         for way in WAYS[shift:] + WAYS[:shift]:
+            marks = []
             t0 = time.perf_counter()
-            returned = CALLS[way](section, iteration)
+            returned = CALLS[way](section, iteration, marks)
             times[way].append(time.perf_counter() - t0)
+            if marks:
+                steps = [t0] + marks
+                phases[way].append([b - a for a, b in zip(steps, steps[1:])])
             results[way] = result(returned)
         bad = [w for w in WAYS if not right(iteration, results[w])]
         bad += [w for w in WAYS[1:] if not same(results[w], results[WAYS[0]])]
@@ -209,6 +218,11 @@ def main():
         line += f" {a}_{b}={q2:.4f} {a}_{b}_q1={q1:.4f} {a}_{b}_q3={q3:.4f}"
     for w in WAYS:
         line += f" {w}_ms={statistics.median(warm[w]) * 1e3:.4f}"
+    for w in WAYS:
+        steps = phases[w][WARM_UP:] or phases[w]
+        if steps:
+            line += f" {w}_steps_us=" + "/".join(
+                f"{statistics.median(s[k] for s in steps) * 1e6:.1f}" for k in range(len(steps[0])))
     print(f"{line} mismatches={mismatches}")
     return 1 if mismatches else 0
 

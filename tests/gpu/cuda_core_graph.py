@@ -135,20 +135,27 @@ def close(obj):
         closer()
 
 
-def build_and_launch(stream, config, kernel, x, tmp, y, n, a, b, a2, b2):
+def build_and_launch(stream, config, kernel, x, tmp, y, n, a, b, a2, b2, marks=None):
     """The loop's timed section (also scripts/bench_python_paired.py's): a new
     graph of the two launches built, completed, launched, waited for and
-    closed."""
+    closed. marks, a list, gets time.perf_counter() after each step."""
+    mark = (lambda: marks.append(time.perf_counter())) if marks is not None else (lambda: None)
     builder = stream.create_graph_builder()
     builder.begin_building()
+    mark()
     core.launch(builder, config, kernel, x, tmp, a, b, n)
     core.launch(builder, config, kernel, tmp, y, a2, b2, n)
+    mark()
     builder.end_building()
+    mark()
     graph = builder.complete()
     graph.launch(stream)
+    mark()
     stream.sync()
+    mark()
     close(graph)
     close(builder)
+    mark()
 
 
 def main():

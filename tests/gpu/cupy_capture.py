@@ -52,17 +52,24 @@ def scalars(iteration):
             np.float32(0.5 + (iteration % 3) * 0.125))
 
 
-def capture_and_launch(stream, record, iteration):
+def capture_and_launch(stream, record, iteration, marks=None):
     """The loop's timed section (also scripts/bench_python_paired.py's): a new
     graph of record(iteration) captured on stream, launched, waited for and
-    released."""
+    released. marks, a list, gets time.perf_counter() after each step."""
+    mark = (lambda: marks.append(time.perf_counter())) if marks is not None else (lambda: None)
     with stream:
         stream.begin_capture()
+        mark()
         record(iteration)
+        mark()
         graph = stream.end_capture()
+        mark()
     graph.launch(stream)
+    mark()
     stream.synchronize()
+    mark()
     del graph
+    mark()
 
 
 def main():
