@@ -528,6 +528,11 @@ static enum keep_answer graph_may_be_kept(const struct cache_entry *e)
 static int graph_unchanged(const struct cache_entry *e)
 {
     const struct graph_rec *rec = (const struct graph_rec *)e;
+    /* A recording no graph edit has outdated describes the graph as it is
+     * (every edit moves the epoch): no need to ask the driver, whose node
+     * count walks the graph (6 us at 1000 nodes on the H200). */
+    if (rec->recording && rec->recording_epoch == cache_graph_edit_epoch())
+        return 1;
     size_t n = 0;
     CUresult r = DRV_REAL(cuGraphGetNodes)(graph_rec_graph(rec), NULL, &n);
     if (r != CUDA_SUCCESS) {
@@ -546,6 +551,18 @@ static enum keep_answer never_keep(const struct cache_entry *e)
 {
     (void)e;
     return KEEP_NO;
+}
+
+static unsigned long graph_edit_epoch;
+
+void cache_note_graph_edit(void)
+{
+    __atomic_add_fetch(&graph_edit_epoch, 1, __ATOMIC_RELAXED);
+}
+
+unsigned long cache_graph_edit_epoch(void)
+{
+    return __atomic_load_n(&graph_edit_epoch, __ATOMIC_RELAXED);
 }
 
 static const struct keep_rule graph_keep_rule = { graph_may_be_kept, graph_unchanged };

@@ -9,8 +9,9 @@
  * working set (or the explicit max_graphs) and overall by one budget of
  * device memory, evicting the least recently released first across all
  * sites; the device memory each one takes (measured around instantiation);
- * and destroying, exactly once, what it evicts or what a failed recapture
- * left undefined.
+ * destroying, exactly once, what it evicts or what a failed recapture left
+ * undefined; and the graph-edit epoch, which tells whether what recap keeps
+ * may have been edited by the program since it was captured.
  *
  * Must never: touch an object the program still holds, hand out a released
  * object twice, or hold cache_lock across a driver call (evicted objects are
@@ -57,6 +58,14 @@ struct site_cache_counts;
 
 enum cache_state { CACHE_HELD, CACHE_RELEASED, CACHE_TAKEN };
 
+/* The program edited some graph itself (any graph: node setters do not
+ * name the graph). Recordings, executable graphs synchronised and graphs
+ * kept before this may no longer match their graph. */
+void cache_note_graph_edit(void);
+
+/* The graph-edit epoch now: it moves whenever the program edits a graph. */
+unsigned long cache_graph_edit_epoch(void);
+
 /* The kinds of object recap keeps; sites count their released ones per kind. */
 enum cache_kind { CACHE_GRAPHS, CACHE_EXECS, CACHE_KINDS };
 
@@ -94,7 +103,7 @@ struct graph_rec {
     /* The calls that gave the graph its parameters, each knowing its node,
      * for captures recap records itself (shim/self_record.h); owned, NULL
      * when recap has none. Valid while the program edited no graph since
-     * recording_epoch (exec_reuse's graph-mutation epoch). */
+     * recording_epoch (cache_graph_edit_epoch). */
     struct journal *recording;
     unsigned long recording_epoch;
 };
@@ -107,7 +116,7 @@ struct exec_rec {
     uint64_t source_serial;        /* graph it was instantiated from */
     uint64_t synced_serial;        /* graph whose parameters it now holds */
     unsigned long synced_version;
-    unsigned long synced_epoch;    /* graph-mutation epoch at that time */
+    unsigned long synced_epoch;    /* graph-edit epoch at that time */
     int mutated;                   /* the program changed it itself */
 };
 

@@ -637,7 +637,7 @@ static void learn_node(struct capture *cap, enum drv_id id, const union drv_args
  * stream, not capturing by a path recap does not follow). */
 static const char *self_record_refusal(struct capture *cap, struct graph_rec *target)
 {
-    if (target->recording_epoch != graph_mutation_epoch_now())
+    if (target->recording_epoch != cache_graph_edit_epoch())
         return "the program edited a graph since this one was recorded";
     if (cap->origin.real == CU_STREAM_LEGACY || (unsigned)cap->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
         return "the driver decides this begin";
@@ -1186,7 +1186,7 @@ static void keep_recording(struct capture *cap, struct graph_rec *rec)
     *recording = cap->journal;
     recording->origin_key = cap->origin.key;
     journal_init(&cap->journal);
-    cache_graph_set_recording(rec, recording, graph_mutation_epoch_now());
+    cache_graph_set_recording(rec, recording, cache_graph_edit_epoch());
 }
 
 /* After a successful capture: what the graph looks like, whether this

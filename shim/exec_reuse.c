@@ -7,7 +7,7 @@
  * last brought up to the graph's previous version, and the recapture since
  * reported every change as eligible - updated node by node. The per-node
  * path needs the graph's own node handles (recapture keeps them) and no
- * edit of any graph by the program in between (the mutation epoch).
+ * edit of any graph by the program in between (the graph-edit epoch).
  */
 #include <stdio.h>
 
@@ -20,18 +20,6 @@
 #include "shim/shape.h"
 #include "shim/sites.h"
 #include "shim/user_objects.h"
-
-static unsigned long graph_mutation_epoch;
-
-void graph_note_mutated(void)
-{
-    __atomic_add_fetch(&graph_mutation_epoch, 1, __ATOMIC_RELAXED);
-}
-
-unsigned long graph_mutation_epoch_now(void)
-{
-    return __atomic_load_n(&graph_mutation_epoch, __ATOMIC_RELAXED);
-}
 
 /* --- the request, whichever entry point ------------------------------------------ */
 
@@ -156,7 +144,7 @@ static int delta_applies(const struct exec_rec *e, const struct graph_rec *g)
 {
     return g->changes_known && !e->mutated && e->source_serial == g->serial &&
            e->synced_serial == g->serial && e->synced_version + 1 == g->version &&
-           e->synced_epoch == __atomic_load_n(&graph_mutation_epoch, __ATOMIC_RELAXED);
+           e->synced_epoch == cache_graph_edit_epoch();
 }
 
 /* Brings a TAKEN executable graph up to the program's graph. Returns 0 and
@@ -341,7 +329,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     if (e) {
         e->synced_serial = g->serial;
         e->synced_version = g->version;
-        e->synced_epoch = __atomic_load_n(&graph_mutation_epoch, __ATOMIC_RELAXED);
+        e->synced_epoch = cache_graph_edit_epoch();
         r = upload_if_asked(rq, exec_rec_exec(e));
         if (r == CUDA_SUCCESS) {
             report_success(rq, exec_rec_exec(e));
@@ -376,7 +364,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
             if (rec) {
                 rec->synced_serial = g->serial;
                 rec->synced_version = g->version;
-                rec->synced_epoch = __atomic_load_n(&graph_mutation_epoch, __ATOMIC_RELAXED);
+                rec->synced_epoch = cache_graph_edit_epoch();
             }
         }
     }

@@ -7,9 +7,9 @@
  * and bring it up to date - nothing to do when a recapture changed nothing,
  * only the changed nodes when few changed or recap recorded them
  * ("delta"), else a whole cuGraphExecUpdate - instead of instantiating; a
- * failed update destroys that executable graph and instantiates. Also the graph-mutation epoch
- * that tells when the program edited graphs itself. Must never: hand the
- * program an executable graph whose parameters differ from its graph's.
+ * failed update destroys that executable graph and instantiates. Must
+ * never: hand the program an executable graph whose parameters differ from
+ * its graph's.
  */
 #ifndef RECAP_EXEC_REUSE_H
 #define RECAP_EXEC_REUSE_H
@@ -39,13 +39,5 @@ struct inst_request {
 };
 
 CUresult exec_on_instantiate(const struct inst_request *rq);
-
-/* The program edited some graph itself (any graph: node setters do not
- * name the graph). Executable graphs synchronised before this can no longer
- * be brought up to date from a recapture's change list alone. */
-void graph_note_mutated(void);
-
-/* The graph-mutation epoch now: it moves whenever the program edits a graph. */
-unsigned long graph_mutation_epoch_now(void);
 
 #endif

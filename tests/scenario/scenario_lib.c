@@ -267,7 +267,7 @@ void sc_write_stats(void)
         "cuGraphKernelNodeSetParams_v2", "cuGraphMemsetNodeSetParams", "cuGraphMemcpyNodeSetParams",
         "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphGetEdges_v2",
         "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2", "cuCtxGetCurrent",
-        "cuStreamBeginCaptureToGraph",
+        "cuStreamBeginCaptureToGraph", "cuGraphGetNodes",
     };
     const char *path = getenv("SCENARIO_STATS");
     if (!path)

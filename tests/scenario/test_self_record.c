@@ -161,6 +161,12 @@ Test(self_record, steady_loop_needs_no_driver_capture, .timeout = 300)
                  "nodes", exec_setters(o.stats), changed);
     cr_expect_eq(graph_setters(o.stats), 0, "%ld graph-node setters", graph_setters(o.stats));
     cr_expect_eq(run_log_total(o.log, "delta"), recorded);
+    /* A released graph whose recording no edit outdated is kept without
+     * a node count (the driver walks the graph for it): only the captures
+     * recap did not record count nodes. */
+    cr_expect_leq(run_stat(o.stats, "cuGraphGetNodes"), 2 * (40 - recorded),
+                  "%ld node counts for %d captures recap did not record",
+                  run_stat(o.stats, "cuGraphGetNodes"), 40 - recorded);
     sr_done(&o);
 }
 
