@@ -85,6 +85,17 @@ int main()
         float v = 0.0f;
         int idx = 0;
         void *args[3] = {&d, &v, &idx};
+        /* The launch after a way, host time of the call and until idle. */
+        auto time_launch = [&](int round, int call_way, int wall_way) {
+            double start = now_us();
+            check(cuGraphLaunch((CUgraphExec)e, (CUstream)s), "launch");
+            double called = now_us();
+            cudaStreamSynchronize(s);
+            if (round) {
+                t[call_way].push_back(called - start);
+                t[wall_way].push_back(now_us() - start);
+            }
+        };
         for (int round = 0; round < 21; round++) {
             double t0, t1;
             /* exec_set: new values straight into the executable graph. */
@@ -97,11 +108,7 @@ int main()
             }
             t1 = now_us();
             if (round) t[EXEC_SET].push_back((t1 - t0) / n);
-            t0 = now_us();
-            check(cuGraphLaunch((CUgraphExec)e, (CUstream)s), "launch");
-            t1 = now_us();
-            cudaStreamSynchronize(s);
-            if (round) t[L_EXEC_SET].push_back(t1 - t0), t[W_EXEC_SET].push_back(now_us() - t0);
+            time_launch(round, L_EXEC_SET, W_EXEC_SET);
 
             /* exec_generic: the same through cuGraphExecNodeSetParams. */
             v += 1.0f;
@@ -137,11 +144,7 @@ int main()
             check(cuGraphExecUpdate((CUgraphExec)e, (CUgraph)g, &info), "whole update");
             t1 = now_us();
             if (round) t[WHOLE_UPDATE].push_back(t1 - t0);
-            t0 = now_us();
-            check(cuGraphLaunch((CUgraphExec)e, (CUstream)s), "launch");
-            t1 = now_us();
-            cudaStreamSynchronize(s);
-            if (round) t[L_GRAPH].push_back(t1 - t0), t[W_GRAPH].push_back(now_us() - t0);
+            time_launch(round, L_GRAPH, W_GRAPH);
 
             /* hand: a fresh capture of the new values, update, destroy. */
             v += 1.0f;
@@ -157,11 +160,7 @@ int main()
             check(cuGraphExecUpdate((CUgraphExec)e, (CUgraph)g2, &info), "hand update");
             t1 = now_us();
             if (round) t[HAND_UPDATE].push_back(t1 - t0);
-            t0 = now_us();
-            check(cuGraphLaunch((CUgraphExec)e, (CUstream)s), "launch");
-            t1 = now_us();
-            cudaStreamSynchronize(s);
-            if (round) t[L_HAND].push_back(t1 - t0), t[W_HAND].push_back(now_us() - t0);
+            time_launch(round, L_HAND, W_HAND);
             t0 = now_us();
             cudaGraphDestroy(g2);
             t1 = now_us();
