@@ -429,7 +429,8 @@ static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
 
 /* --- graphs ---------------------------------------------------------------------- */
 
-struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes)
+struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes,
+                                    int typed)
 {
     struct graph_rec *rec = spare_take(&graph_rec_spare);
     if (rec)
@@ -443,6 +444,8 @@ struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t s
     rec->entry.bytes = CACHE_GRAPH_BYTES + CACHE_GRAPH_NODE_BYTES * (unsigned long long)(nodes > 0 ? nodes : 0);
     rec->shape = shape;
     rec->nodes = nodes;
+    rec->shape_typed = typed;
+    rec->shape_epoch = cache_graph_edit_epoch();
     return entry_track(CACHE_GRAPHS, &rec->entry) == 0 ? rec : NULL;
 }
 
@@ -519,7 +522,7 @@ static enum keep_answer graph_may_be_kept(const struct cache_entry *e)
     const struct site *site = e->site;
     enum recap_mode m = site->policy.mode;
     int recordable = drv_caps.recapture_begin || rec->recording;
-    if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !recordable ||
+    if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !recordable || rec->edited ||
         __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
         return KEEP_NO;
     return KEEP_ASK;

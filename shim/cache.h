@@ -92,8 +92,15 @@ struct changed_node {
 struct graph_rec {
     struct cache_entry entry;
     uint64_t serial;               /* unique for the life of the process */
+    /* What the graph looked like at shape_epoch (cache_graph_edit_epoch):
+     * measured again once the program may have edited it (exec_reuse.c);
+     * edited: it was, and the graph is no longer what its site captures,
+     * so it is never kept. */
     uint64_t shape;
     long nodes;
+    int shape_typed;               /* the shape counts node types and edges */
+    unsigned long shape_epoch;
+    int edited;
     unsigned long version;         /* successful recaptures into it so far */
     /* What the last successful recapture changed, relative to version - 1.
      * changes_known is 0 unless every change was reported eligible. */
@@ -132,9 +139,11 @@ static inline CUgraphExec exec_rec_exec(const struct exec_rec *rec)
 
 /* --- graphs --- */
 
-/* Starts tracking a graph the program now holds (a fresh capture's result).
- * Returns NULL if memory ran out: the graph is then simply not tracked. */
-struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes);
+/* Starts tracking a graph the program now holds (a fresh capture's result),
+ * of that shape (typed: node types and edges count) as of now. Returns
+ * NULL if memory ran out: the graph is then simply not tracked. */
+struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes,
+                                    int typed);
 
 /* The record of a graph the program holds, or NULL. The record stays valid
  * while the program holds the graph. */

@@ -1223,7 +1223,7 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
     if (r != CUDA_SUCCESS)
         event_own_call_failed(site, "cuCtxGetCurrent", r,
                               "this graph's shape leaves its context out");
-    uint64_t shape = shape_signature(&census) ^ ((uint64_t)(uintptr_t)ctx * 0x9e3779b97f4a7c15ull);
+    uint64_t shape = shape_in_context(&census, ctx);
 
     int verified_now = 0;
     if (cap->graph_asked) {
@@ -1255,7 +1255,7 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
      * node counts, not comparable with the typed ones. */
     if (!cap->reuse_closed)
         record_shape(site, shape, census.typed);
-    struct graph_rec *rec = cache_graph_track(graph, site, shape, census.nodes);
+    struct graph_rec *rec = cache_graph_track(graph, site, shape, census.nodes, census.typed);
     if (rec && cap->learning && verified_now && journal_nodes_known(&cap->journal))
         keep_recording(cap, rec);
     return rec;
@@ -1274,6 +1274,7 @@ static void account_recapture(struct capture *cap)
     pthread_mutex_unlock(&cap->changes_lock);
 
     rec->version++;
+    rec->shape_epoch = cache_graph_edit_epoch();   /* the capture's shape, as predicted */
     cache_graph_set_changes(rec, changed, n, known);
     cache_graph_hand_out(rec);
     cap->target = NULL;

@@ -228,6 +228,35 @@ static int shapes_become_typed(struct site *site)
     return changed;
 }
 
+/* The program may have edited this graph since its shape was taken (some
+ * graph was edited: the epoch moved, perhaps for another graph). A node
+ * count tells whether it grew or shrank; if so its whole shape is taken
+ * again, so that a released executable graph of the old shape is not
+ * tried (an update that fails, then an instantiation: dearer than the
+ * instantiation alone), and it is marked edited, never to be kept. A node
+ * replaced by another of the same count still meets the failed update,
+ * which makes the site's shapes typed. Where the driver refuses a query
+ * the old shape stands. */
+static void shape_again_if_edited(struct graph_rec *g)
+{
+    unsigned long epoch = cache_graph_edit_epoch();
+    if (__builtin_expect(g->shape_epoch == epoch, 1))
+        return;
+    struct graph_census census;
+    CUcontext ctx = NULL;
+    if (shape_census(graph_rec_graph(g), 0, &census) != 0)
+        return;
+    if (census.nodes != g->nodes) {
+        if ((g->shape_typed && shape_census(graph_rec_graph(g), 1, &census) != 0) ||
+            DRV_REAL(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS)
+            return;
+        g->shape = shape_in_context(&census, ctx);
+        g->nodes = census.nodes;
+        g->edited = 1;
+    }
+    g->shape_epoch = epoch;
+}
+
 /* --- the hook ----------------------------------------------------------------------- */
 
 static int site_reuses_execs(const struct site *site, int closed)
@@ -277,6 +306,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     struct graph_rec *g = cache_graph_held(rq->graph);
     if (!g)
         return instantiate_real(rq);
+    shape_again_if_edited(g);
 
     struct site *site = g->entry.site;
     unsigned long long flags = request_flags(rq) & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;

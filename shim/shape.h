@@ -37,6 +37,10 @@ int shape_census(CUgraph graph, int with_types, struct graph_census *out);
 /* The signature of a census; never 0. */
 uint64_t shape_signature(const struct graph_census *c);
 
+/* The signature of a graph of that census in context ctx (NULL: unknown):
+ * graphs of other contexts (devices) never match. */
+uint64_t shape_in_context(const struct graph_census *c, CUcontext ctx);
+
 /* "kernel", "memcpy", ..., for messages. */
 const char *shape_node_type_name(CUgraphNodeType type);
 

@@ -501,6 +501,37 @@ static int run_mutate(int iters)
     return 0;
 }
 
+/* The program grows its graph after the capture ended: every third
+ * iteration a copy of the second kernel node is added after the last
+ * node, so that graph runs the kernel once more. A graph recap keeps or
+ * records into must never be one that grew. */
+static int run_grown(int iters)
+{
+    struct sc_recipe r;
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        recipe_params(&r, it);
+        capture_recipe(&r, &graph, NULL);
+        int add = 0;
+        if (it % 3 == 1) {
+            CUgraphNode nodes[SC_MAX_OPS], added;
+            size_t n = SC_MAX_OPS;
+            CUDA_KERNEL_NODE_PARAMS p;
+            add = cuGraphGetNodes(graph, nodes, &n);
+            add = add ? add : (int)cuGraphKernelNodeGetParams(nodes[1], &p);
+            add = add ? add : (int)cuGraphAddKernelNode(&added, graph, &nodes[n - 1], 1, &p);
+        }
+        int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
+        cuGraphLaunch(exec, ctx.stream[0]);
+        cuStreamSynchronize(ctx.stream[0]);
+        cuGraphExecDestroy(exec);
+        cuGraphDestroy(graph);
+        printf("it=%d add=%d inst=%d sum=%08x\n", it, add, inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
 /* Reads what each captured graph holds after it was instantiated: the
  * first kernel node's scalar argument, and every fourth iteration a clone
  * of the graph, instantiated and launched on its own. Under recap a graph
@@ -1127,6 +1158,8 @@ int main(int argc, char **argv)
         rc = run_double_destroy(iters);
     else if (!strcmp(name, "mutate"))
         rc = run_mutate(iters);
+    else if (!strcmp(name, "grown"))
+        rc = run_grown(iters);
     else if (!strcmp(name, "inspect"))
         rc = run_inspect(iters);
     else if (!strcmp(name, "oom"))

@@ -442,6 +442,32 @@ Test(scenario, graph_edited_by_the_program)
     sc_done(&o);
 }
 
+/* A graph the program grew after its capture (every third iteration):
+ * recap must not keep it for the next recapture (13.3: it would fail and
+ * fall back) or record into it (13.0), which would run the added kernel
+ * in iterations that did not add it; and its instantiation must not try
+ * an executable graph of the shape it was captured with (an update that
+ * fails, then an instantiation: dearer than without recap). */
+static void grown_case(const char *driver, const char *self_record)
+{
+    struct sc_case c = { .name = "grown", .iters = 12, .driver = driver,
+                         .env = { self_record } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_geq(run_log_total(o.log, "recaptured"), 7, "driver %s: %ld recaptured", driver,
+                  run_log_total(o.log, "recaptured"));
+    cr_expect_eq(run_log_total(o.log, "fallbacks"), 0, "driver %s", driver);
+    cr_expect_eq(run_log_total(o.log, "update_failures"), 0, "driver %s: %ld failed updates",
+                 driver, run_log_total(o.log, "update_failures"));
+    sc_done(&o);
+}
+
+Test(scenario, graph_grown_by_the_program_after_its_capture)
+{
+    grown_case("13030", NULL);
+    grown_case("13000", "RECAP_SELF_RECORD=on");
+}
+
 Test(scenario, kernels_launched_with_extra)
 {
     struct sc_case c = { .name = "extra_args", .iters = 8 };
