@@ -469,9 +469,11 @@ static int run_double_destroy(int iters)
     return 0;
 }
 
-/* The program edits its graph before instantiating it: the executable
- * graph must carry the edit. */
-static int run_mutate(int iters)
+/* Loops whose program edits its graph after the capture, before
+ * instantiating it: `edit` changes the graph in some iterations and
+ * returns the driver's answer (0 where it did nothing), printed as
+ * "LABEL=". */
+static int run_edited(int iters, const char *label, int (*edit)(CUgraph graph, int it))
 {
     struct sc_recipe r;
     for (int it = 0; it < iters; it++) {
@@ -479,57 +481,47 @@ static int run_mutate(int iters)
         CUgraphExec exec = NULL;
         recipe_params(&r, it);
         capture_recipe(&r, &graph, NULL);
-        int edit = 0;
-        if (it % 3 == 2) {
-            CUgraphNode nodes[SC_MAX_OPS];
-            size_t n = SC_MAX_OPS;
-            CUDA_KERNEL_NODE_PARAMS p;
-            cuGraphGetNodes(graph, nodes, &n);
-            edit = cuGraphKernelNodeGetParams(nodes[1], &p);
-            float a = 3.0f;
-            void *args[] = { p.kernelParams[0], &a, p.kernelParams[2] };
-            p.kernelParams = args;
-            edit = edit ? edit : (int)cuGraphKernelNodeSetParams(nodes[1], &p);
-        }
+        int rc = edit(graph, it);
         int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
         cuGraphLaunch(exec, ctx.stream[0]);
         cuStreamSynchronize(ctx.stream[0]);
         cuGraphExecDestroy(exec);
         cuGraphDestroy(graph);
-        printf("it=%d edit=%d inst=%d sum=%08x\n", it, edit, inst, sc_checksum(&ctx));
+        printf("it=%d %s=%d inst=%d sum=%08x\n", it, label, rc, inst, sc_checksum(&ctx));
     }
     return 0;
 }
 
-/* The program grows its graph after the capture ended: every third
- * iteration a copy of the second kernel node is added after the last
- * node, so that graph runs the kernel once more. A graph recap keeps or
- * records into must never be one that grew. */
-static int run_grown(int iters)
+/* "mutate": every third graph gets a new scalar in its second kernel
+ * node; the executable graph must carry the edit. */
+static int edit_kernel_argument(CUgraph graph, int it)
 {
-    struct sc_recipe r;
-    for (int it = 0; it < iters; it++) {
-        CUgraph graph = NULL;
-        CUgraphExec exec = NULL;
-        recipe_params(&r, it);
-        capture_recipe(&r, &graph, NULL);
-        int add = 0;
-        if (it % 3 == 1) {
-            CUgraphNode nodes[SC_MAX_OPS], added;
-            size_t n = SC_MAX_OPS;
-            CUDA_KERNEL_NODE_PARAMS p;
-            add = cuGraphGetNodes(graph, nodes, &n);
-            add = add ? add : (int)cuGraphKernelNodeGetParams(nodes[1], &p);
-            add = add ? add : (int)cuGraphAddKernelNode(&added, graph, &nodes[n - 1], 1, &p);
-        }
-        int inst = cuGraphInstantiateWithFlags(&exec, graph, 0);
-        cuGraphLaunch(exec, ctx.stream[0]);
-        cuStreamSynchronize(ctx.stream[0]);
-        cuGraphExecDestroy(exec);
-        cuGraphDestroy(graph);
-        printf("it=%d add=%d inst=%d sum=%08x\n", it, add, inst, sc_checksum(&ctx));
-    }
-    return 0;
+    if (it % 3 != 2)
+        return 0;
+    CUgraphNode nodes[SC_MAX_OPS];
+    size_t n = SC_MAX_OPS;
+    CUDA_KERNEL_NODE_PARAMS p;
+    cuGraphGetNodes(graph, nodes, &n);
+    int rc = cuGraphKernelNodeGetParams(nodes[1], &p);
+    float a = 3.0f;
+    void *args[] = { p.kernelParams[0], &a, p.kernelParams[2] };
+    p.kernelParams = args;
+    return rc ? rc : (int)cuGraphKernelNodeSetParams(nodes[1], &p);
+}
+
+/* "grown": every third graph gets a copy of its second kernel node after
+ * its last, so that graph runs the kernel once more. A graph recap keeps
+ * or records into must never be one that grew. */
+static int grow_by_a_kernel(CUgraph graph, int it)
+{
+    if (it % 3 != 1)
+        return 0;
+    CUgraphNode nodes[SC_MAX_OPS], added;
+    size_t n = SC_MAX_OPS;
+    CUDA_KERNEL_NODE_PARAMS p;
+    int rc = cuGraphGetNodes(graph, nodes, &n);
+    rc = rc ? rc : (int)cuGraphKernelNodeGetParams(nodes[1], &p);
+    return rc ? rc : (int)cuGraphAddKernelNode(&added, graph, &nodes[n - 1], 1, &p);
 }
 
 /* Reads what each captured graph holds after it was instantiated: the
@@ -1157,9 +1149,9 @@ int main(int argc, char **argv)
     else if (!strcmp(name, "double_destroy"))
         rc = run_double_destroy(iters);
     else if (!strcmp(name, "mutate"))
-        rc = run_mutate(iters);
+        rc = run_edited(iters, "edit", edit_kernel_argument);
     else if (!strcmp(name, "grown"))
-        rc = run_grown(iters);
+        rc = run_edited(iters, "add", grow_by_a_kernel);
     else if (!strcmp(name, "inspect"))
         rc = run_inspect(iters);
     else if (!strcmp(name, "oom"))
