@@ -28,6 +28,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "gpu"))
+sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
 
 WAYS = ("self", "reuse", "off")
 RATIOS = (("self", "reuse"), ("self", "off"), ("reuse", "off"))
@@ -170,12 +172,6 @@ def cuda_core_loop():
 LOOPS = {"torch": torch_loop, "cupy": cupy_loop, "cuda_core": cuda_core_loop}
 
 
-def quartiles(values):
-    values = sorted(values)
-    pick = lambda q: values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]
-    return pick(0.25), pick(0.5), pick(0.75)
-
-
 def main():
     if len(sys.argv) != 3 or sys.argv[1] not in LOOPS or not sys.argv[2].isdigit():
         print(f"usage: {sys.argv[0]} {'|'.join(LOOPS)} ITERATIONS", file=sys.stderr)
@@ -214,7 +210,7 @@ def main():
         for k in range(nblocks):
             part = slice(k * BLOCK, (k + 1) * BLOCK if k < nblocks - 1 else None)
             ratios.append(statistics.median(warm[a][part]) / statistics.median(warm[b][part]))
-        q1, q2, q3 = quartiles(ratios)
+        q1, q2, q3 = (benchlib.quantile(ratios, q) for q in (0.25, 0.5, 0.75))
         line += f" {a}_{b}={q2:.4f} {a}_{b}_q1={q1:.4f} {a}_{b}_q3={q3:.4f}"
     for w in WAYS:
         line += f" {w}_ms={statistics.median(warm[w]) * 1e3:.4f}"

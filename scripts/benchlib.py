@@ -134,6 +134,12 @@ def median(values):
     return statistics.median(values)
 
 
+def quantile(values, q):
+    """The q-quantile (0..1) of values, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+
+
 def log_events(log_path, name):
     """recap's events of one kind in a JSON Lines log, in order (none if the
     log cannot be read; lines that are not JSON are skipped)."""
