@@ -504,12 +504,17 @@ void cache_graph_forget(struct graph_rec *rec)
     entry_free(&rec->entry);
 }
 
-void cache_graph_set_changes(struct graph_rec *rec, struct changed_node *changed, size_t n, int known)
+void cache_graph_swap_changes(struct graph_rec *rec, struct changed_node **changed, size_t n,
+                              size_t *capacity, int known)
 {
-    free(rec->changed);
-    rec->changed = changed;
+    struct changed_node *old = rec->changed;
+    size_t old_capacity = rec->changed_capacity;
+    rec->changed = *changed;
+    rec->changed_capacity = *capacity;
     rec->nchanged = n;
     rec->changes_known = known;
+    *changed = old;
+    *capacity = old_capacity;
 }
 
 /* A destroyed graph is worth keeping only where it will be recaptured

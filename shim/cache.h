@@ -105,7 +105,7 @@ struct graph_rec {
     /* What the last successful recapture changed, relative to version - 1.
      * changes_known is 0 unless every change was reported eligible. */
     int changes_known;
-    size_t nchanged;
+    size_t nchanged, changed_capacity;
     struct changed_node *changed;  /* owned */
     /* The calls that gave the graph its parameters, each knowing its node,
      * for captures recap records itself (shim/self_record.h); owned, NULL
@@ -166,9 +166,13 @@ void cache_graph_discard(struct graph_rec *rec);
  * it, whose end hands it to the program as a new graph. */
 void cache_graph_forget(struct graph_rec *rec);
 
-/* Replaces the change list of a recaptured graph (takes `changed`). */
-void cache_graph_set_changes(struct graph_rec *rec, struct changed_node *changed,
-                             size_t n, int known);
+/* Gives a recaptured graph the capture's change list (*changed: n of
+ * *capacity entries) and hands back, in its place, the buffer of the list
+ * it replaces: a loop swaps two buffers instead of allocating one per
+ * capture (a large malloc can cost a loop of 1000 nodes microseconds,
+ * sorting the blocks the driver freed). */
+void cache_graph_swap_changes(struct graph_rec *rec, struct changed_node **changed, size_t n,
+                              size_t *capacity, int known);
 
 /* The cuGraphDestroy hook. */
 CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph);

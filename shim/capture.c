@@ -1103,7 +1103,8 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     }
     if (target && !drv_caps.recapture_begin) {
         /* No driver capture: recap records the calls against the graph. */
-        cap->self = malloc(sizeof *cap->self);
+        if (!cap->self)
+            cap->self = malloc(sizeof *cap->self);
         cap->target = target;
         cap->path = PATH_RECAPTURE;
         cap->by_recap = cap->began_by_recap = cap->self != NULL;
@@ -1113,6 +1114,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
         cap->app_capture_id = __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
         r = CUDA_SUCCESS;
         if (!cap->self || !ctab_register(cap)) {
+            self_record_stop(cap->self);
             cap->by_recap = cap->began_by_recap = 0;
             cache_graph_discard(target);
             cap->target = NULL;
@@ -1267,15 +1269,11 @@ static void account_recapture(struct capture *cap)
     struct graph_rec *rec = cap->target;
     pthread_mutex_lock(&cap->changes_lock);
     int known = !cap->changes_lost && cap->ineligible == 0 && cap->errors == 0;
-    struct changed_node *changed = cap->changed;
-    size_t n = cap->nchanged;
-    cap->changed = NULL;
-    cap->changed_capacity = 0;
-    pthread_mutex_unlock(&cap->changes_lock);
-
     rec->version++;
     rec->shape_epoch = cache_graph_edit_epoch();   /* the capture's shape, as predicted */
-    cache_graph_set_changes(rec, changed, n, known);
+    cache_graph_swap_changes(rec, &cap->changed, cap->nchanged, &cap->changed_capacity, known);
+    cap->nchanged = 0;
+    pthread_mutex_unlock(&cap->changes_lock);
     cache_graph_hand_out(rec);
     cap->target = NULL;
 

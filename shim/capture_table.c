@@ -304,12 +304,10 @@ void ctab_release(struct capture *cap)
         return;
     ANNOTATE_HAPPENS_AFTER(&cap->refs);
     journal_free(&cap->journal);
-    free(cap->changed);
-    free(cap->self);
-    cap->self = NULL;
-    cap->changed = NULL;
     if (spare_give(&ctab_spare, cap))
         return;
+    free(cap->changed);
+    free(cap->self);
     pthread_mutex_destroy(&cap->lock);
     pthread_mutex_destroy(&cap->changes_lock);
     free(cap);
@@ -324,6 +322,7 @@ void ctab_after_fork_child(void)
     for (int i = 0; i < nactive; i++) {
         journal_free(&active[i]->journal);
         free(active[i]->changed);
+        free(active[i]->self);
         free(active[i]);
     }
     nactive = 0;

@@ -37,6 +37,11 @@ struct capture {
     pthread_mutex_t lock;            /* serialises calls into this capture */
     pthread_mutex_t changes_lock;    /* the recapture callback's fields below */
     int refs;                        /* atomic (capture_table.c says why) */
+    /* Buffers, owned; allocated on first need, so that a loop allocates
+     * nothing per capture: */
+    struct self_record *self;        /* used while by_recap (kept to the end) */
+    struct changed_node *changed;    /* the change list, nchanged entries valid */
+    size_t changed_capacity;
 
     /* Zero at the start of every capture, from here to the end. */
     struct stream_ref origin;
@@ -69,11 +74,9 @@ struct capture {
     int invalidated;                 /* recap answered as the driver would */
     int learning;
     int typed_shapes;                /* the site's shapes count node types (site->typed_shapes) */
-    struct self_record *self;        /* owned; while by_recap (kept to the end) */
 
     /* Filled by the recapture callback, inside driver calls. */
-    struct changed_node *changed;
-    size_t nchanged, changed_capacity;
+    size_t nchanged;
     unsigned long eligible, ineligible, errors;
     int changes_lost;                /* out of memory while recording */
 
