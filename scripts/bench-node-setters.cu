@@ -7,6 +7,8 @@
  *
  *   exec_set      cuGraphExecKernelNodeSetParams per node
  *   exec_generic  cuGraphExecNodeSetParams (CUgraphNodeParams) per node
+ *   exec_extra    cuGraphExecKernelNodeSetParams per node, the arguments
+ *                 packed in one buffer (`extra`) instead of a pointer each
  *   graph_set     cuGraphKernelNodeSetParams per node, then
  *   whole_update  one cuGraphExecUpdate from that same graph
  *   hand          capture a new graph of the new values, cuGraphExecUpdate
@@ -52,10 +54,10 @@ static double median(std::vector<double> v)
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-enum way { EXEC_SET, EXEC_GENERIC, GRAPH_SET, WHOLE_UPDATE, HAND_CAPTURE, HAND_UPDATE,
+enum way { EXEC_SET, EXEC_GENERIC, EXEC_EXTRA, GRAPH_SET, WHOLE_UPDATE, HAND_CAPTURE, HAND_UPDATE,
            HAND_DESTROY, L_EXEC_SET, L_GRAPH, L_HAND, W_EXEC_SET, W_GRAPH, W_HAND, NWAYS };
 static const char *const way_names[NWAYS] = {
-    "exec_set us/node", "exec_generic us/node", "graph_set us/node", "whole_update us",
+    "exec_set us/node", "exec_generic us/node", "exec_extra us/node", "graph_set us/node", "whole_update us",
     "hand_capture us/node", "hand_update us", "hand_destroy us", "launch after exec_set us",
     "launch after graph_set+update us", "launch after hand us", "launch_wall after exec_set us",
     "launch_wall after graph_set+update us", "launch_wall after hand us"};
@@ -128,6 +130,23 @@ int main()
             }
             t1 = now_us();
             if (round) t[EXEC_GENERIC].push_back((t1 - t0) / n);
+
+            /* exec_extra: the arguments as the kernel's parameter buffer
+             * (float *, float, int: offsets 0, 8, 12). */
+            v += 1.0f;
+            t0 = now_us();
+            for (size_t i = 0; i < n; i++) {
+                struct { float *d; float v; int i; } packed = {d, v, (int)i};
+                size_t size = sizeof packed;
+                void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed,
+                                 CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+                CUDA_KERNEL_NODE_PARAMS q = p[i];
+                q.kernelParams = nullptr;
+                q.extra = extra;
+                check(cuGraphExecKernelNodeSetParams((CUgraphExec)e, nodes[i], &q), "exec extra");
+            }
+            t1 = now_us();
+            if (round) t[EXEC_EXTRA].push_back((t1 - t0) / n);
 
             /* graph_set + whole_update: the graph's nodes, one update. */
             v += 1.0f;
