@@ -593,40 +593,6 @@ void self_record_flush_all(void)
     journal_stale_unlock();
 }
 
-/* Kernel arguments packed as the kernel's parameter buffer, for the
- * executable graph's setter: it takes them faster in that form than as a
- * pointer per argument (scripts/bench-node-setters.cu, exec_extra against
- * exec_set on the H200: 0.26 against 0.30 us a node, at 100 and 1000). */
-#define PACKED_ARGS_MAX 4096
-
-struct packed_args {
-    _Alignas(16) unsigned char buffer[PACKED_ARGS_MAX];
-    size_t size;
-    void *extra[5];
-};
-
-/* Packs params by the layout; returns 0 when there is nothing to pack or
- * it does not fit (the caller passes the pointers then). */
-static int pack_kernel_args(const struct kparams_layout *l, void **params, struct packed_args *pk)
-{
-    if (!l || !l->known || l->count == 0 || !params)
-        return 0;
-    size_t end = 0;
-    for (unsigned i = 0; i < l->count; i++)
-        if (l->offset[i] + l->size[i] > end)
-            end = l->offset[i] + l->size[i];
-    if (end > PACKED_ARGS_MAX)
-        return 0;
-    memset(pk->buffer, 0, end);   /* padding: the driver copies every byte */
-    for (unsigned i = 0; i < l->count; i++)
-        arg_copy(pk->buffer + l->offset[i], params[i], l->size[i]);
-    pk->size = end;
-    pk->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER, pk->extra[1] = pk->buffer;
-    pk->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE, pk->extra[3] = &pk->size;
-    pk->extra[4] = CU_LAUNCH_PARAM_END;
-    return 1;
-}
-
 CUresult self_record_apply_to_exec(CUgraphExec exec, struct journal_op *op, const char **call)
 {
     struct call_view v;
@@ -640,18 +606,10 @@ CUresult self_record_apply_to_exec(CUgraphExec exec, struct journal_op *op, cons
     CUresult r = kernel_node_params(op, &v, &p, call);
     if (r != CUDA_SUCCESS)
         return r;
+    /* The arguments as pointers, not packed in one buffer (`extra`): the
+     * packed form costs the driver less per call and more at the next
+     * launch, more in all (scripts/bench-node-setters.cu, exec_extra). */
     *call = "cuGraphExecKernelNodeSetParams_v2";
-    struct packed_args packed;
-    if (pack_kernel_args(op->layout, p.kernelParams, &packed)) {
-        CUDA_KERNEL_NODE_PARAMS q = p;
-        q.kernelParams = NULL;
-        q.extra = packed.extra;
-        r = DRV_REAL(cuGraphExecKernelNodeSetParams_v2)(exec, op->node, &q);
-        /* A driver that reads the buffer otherwise than the layout says
-         * gets the arguments one by one. */
-        if (r != CUDA_ERROR_INVALID_VALUE)
-            return r;
-    }
     return DRV_REAL(cuGraphExecKernelNodeSetParams_v2)(exec, op->node, &p);
 }
 

@@ -278,7 +278,6 @@ void sc_write_stats(void)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         fprintf(f, "%s %lu\n", names[i], standin_call_count(names[i]));
     fprintf(f, "misuses %lu\n", standin_misuse_count());
-    fprintf(f, "kernel_params_packed %lu\n", standin_kernel_params_packed());
     fprintf(f, "async %d\n", standin_async());
     fprintf(f, "library_kernels %d\n", sc_library_kernels());
     fprintf(f, "live_graphs %ld\n", standin_live_objects("graph"));

@@ -119,9 +119,6 @@ long standin_live_objects(const char *kind);
  * poisoned object, a driver call from inside a recapture callback, ...),
  * and the text of the last one ("" if none). */
 unsigned long standin_misuse_count(void);
-/* Kernel parameters the driver was given packed in one buffer (`extra`:
- * launches, node adds and node setters alike). */
-unsigned long standin_kernel_params_packed(void);
 const char *standin_last_misuse(void);
 
 /* Fault injection: the `nth` call (1-based, counted from now) of `name`

@@ -522,14 +522,6 @@ SI_EXPORT unsigned long standin_misuse_count(void)
     return n;
 }
 
-SI_EXPORT unsigned long standin_kernel_params_packed(void)
-{
-    si_control_lock();
-    unsigned long n = si.kernel_params_packed;
-    si_control_unlock();
-    return n;
-}
-
 SI_EXPORT const char *standin_last_misuse(void)
 {
     return si.last_misuse;

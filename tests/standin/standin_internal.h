@@ -504,7 +504,6 @@ struct si_state {
     struct si_fault *faults;
     unsigned long misuses;
     char last_misuse[256];
-    unsigned long kernel_params_packed; /* kernel parameters given as one buffer (`extra`) */
     long live[SI_KIND_COUNT];
     long live_memory;
     struct si_capture *captures;

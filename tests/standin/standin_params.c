@@ -115,7 +115,6 @@ static CUresult build_kernel(struct si_params *out, const CUDA_KERNEL_NODE_PARAM
     }
     if (kf->nparams && !k->kernelParams && (!buffer || buffer_size < kf->arg_bytes))
         return CUDA_ERROR_INVALID_VALUE;
-    if (buffer) si.kernel_params_packed++;
     memset(out, 0, sizeof(*out));
     out->np.type = CU_GRAPH_NODE_TYPE_KERNEL;
     out->np.kernel = *k;
