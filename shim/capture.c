@@ -24,6 +24,7 @@
 
 #include "shim/cache.h"
 #include "shim/capture.h"
+#include "shim/phase_clock.h"
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/exec_reuse.h"
@@ -1026,6 +1027,7 @@ static int begin_observed(enum drv_id id, struct stream_ref s, CUstreamCaptureMo
         *result = begin_plain(id, s.real, mode);
         return 1;
     }
+    PHASE_MARK_START(t_claim);
     struct observed_capture o = { .site = site, .t0 = runtime_now_us() };
     pthread_mutex_lock(&site->lock);
     o.seq = site->seq + 1;
@@ -1035,7 +1037,9 @@ static int begin_observed(enum drv_id id, struct stream_ref s, CUstreamCaptureMo
     pthread_mutex_unlock(&site->lock);
     if (slot < 0)
         return 0;
+    PHASE_MARK(PHASE_OBSERVE_BEGIN_CLAIM, t_claim, t_claimed);
     *result = begin_plain(id, s.real, mode);
+    PHASE_MARK(PHASE_OBSERVE_BEGIN_DRIVER, t_claimed, t_begun);
     if (*result != CUDA_SUCCESS)
         observed_unclaim(slot);
     runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id, o.seq,
@@ -1049,8 +1053,10 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     if (runtime_passthrough)
         return begin_plain(id, stream, mode);
 
+    PHASE_MARK_START(t_entry);
     struct stream_ref s = ctab_stream_ref(id, stream);
     struct capture *busy = ctab_find_stream(s.key);
+    PHASE_MARK(PHASE_BEGIN_FIND_STREAM, t_entry, t_found);
     if (busy) {
         /* Already part of a capture: the driver refuses, as it should -
          * once it knows of the capture. */
@@ -1066,11 +1072,13 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     struct site_origin origin;
     struct site_entry entry = { .ret = entry_return, .cfa = entry_cfa };
     site_stack_capture(&stack, runtime_settings.stack_depth, &entry);
+    PHASE_MARK(PHASE_BEGIN_STACK, t_found, t_stack);
     uint64_t site_id = site_names_identify(&stack, runtime_settings.stack_depth, &origin);
     const char *names_warning = site_names_take_warning();
     if (names_warning != NULL)
         event_warning(NULL, "%s", names_warning);
     struct site *site = sites_get_named(site_id, &stack, &origin);
+    PHASE_MARK(PHASE_BEGIN_SITE, t_stack, t_site);
     CUresult r;
     if (site && (site->policy.mode == RECAP_MODE_OBSERVE || site->policy.mode == RECAP_MODE_OFF) &&
         begin_observed(id, s, mode, site, &r))
@@ -1086,6 +1094,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     cap->site = site;
     cap->t0 = runtime_now_us();
 
+    PHASE_MARK(PHASE_BEGIN_RECORD, t_site, t_record);
     enum gate_change change;
     pthread_mutex_lock(&site->lock);
     cap->seq = ++site->seq;
@@ -1093,6 +1102,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     struct graph_rec *target = decide(cap, site, id, &change);
     pthread_mutex_unlock(&site->lock);
     cache_site_gate_changed(site, change);
+    PHASE_MARK(PHASE_BEGIN_DECIDE, t_record, t_decided);
 
     const char *refusal = target && !drv_caps.recapture_begin ? self_record_refusal(cap, target)
                                                               : NULL;
@@ -1101,6 +1111,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
         target = NULL;
         set_reason(cap, refusal);
     }
+    PHASE_MARK(PHASE_BEGIN_REFUSAL, t_decided, t_refusal);
     if (target && !drv_caps.recapture_begin) {
         /* No driver capture: recap records the calls against the graph. */
         if (!cap->self)
@@ -1129,6 +1140,8 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
         runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id,
                         cap->seq, cap->by_recap ? "recorded by recap" : path_names[cap->path]);
         ctab_release(cap);
+        PHASE_MARK(PHASE_BEGIN_RECORDING, t_refusal, t_recording);
+        PHASE_MARK(PHASE_BEGIN_RECORDED_TOTAL, t_entry, t_begun);
         return r;
     }
     if (target) {
@@ -1406,7 +1419,9 @@ static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *g
 static CUresult end_observed(enum drv_id id, struct stream_ref s, CUgraph *phGraph, int slot,
                              const struct observed_capture *o)
 {
+    PHASE_MARK_START(t_end);
     CUresult r = end_real(id, s.real, phGraph);
+    PHASE_MARK(PHASE_OBSERVE_END_DRIVER, t_end, t_ended);
     if (r != CUDA_SUCCESS && stream_still_capturing(s.real, o->site))
         return r;   /* wrong thread and the like: the capture goes on */
     if (!observed_release(slot, s.key))
@@ -1415,13 +1430,16 @@ static CUresult end_observed(enum drv_id id, struct stream_ref s, CUgraph *phGra
                                   .reason = "site observed only", .nodes = -1, .result = r };
     CUgraph graph = r == CUDA_SUCCESS && phGraph ? *phGraph : NULL;
     struct graph_census census;
+    PHASE_MARK(PHASE_OBSERVE_END_RELEASE, t_ended, t_released);
     if (graph && shape_census(graph, 0, &census) == 0)
         rep.nodes = census.nodes;
     else if (graph)
         event_own_call_failed(o->site, census.failed_call, census.error,
                               "the capture is logged without its node count");
+    PHASE_MARK(PHASE_OBSERVE_END_NODES, t_released, t_counted_nodes);
     rep.us = runtime_since_us(o->t0);
     count_capture(o->site, &rep, PATH_OBSERVE, 0);
+    PHASE_MARK(PHASE_OBSERVE_END_COUNT, t_counted_nodes, t_logged);
     return r;
 }
 
@@ -1430,10 +1448,12 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
     if (runtime_passthrough)
         return end_real(id, stream, phGraph);
 
+    PHASE_MARK_START(t_entry);
     struct stream_ref s = ctab_stream_ref(id, stream);
     if (observed_any()) {
         struct observed_capture o;
         int slot = observed_find(s.key, &o);
+        PHASE_MARK(PHASE_OBSERVE_END_FIND, t_entry, t_found);
         if (slot >= 0)
             return end_observed(id, s, phGraph, slot, &o);
     }
@@ -1464,6 +1484,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
     CUresult r;
     if ((cap->by_recap || cap->no_driver_capture) && self_end(cap, phGraph, &r)) {
         end_release_unwanted(cap, wants_graph, unwanted);
+        PHASE_MARK(PHASE_END_RECORDED_TOTAL, t_entry, t_ended);
         return r;
     }
     if (cap->fallback_pending && may_end_here(cap))

@@ -15,6 +15,7 @@
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/exec_reuse.h"
+#include "shim/phase_clock.h"
 #include "shim/runtime.h"
 #include "shim/self_record.h"
 #include "shim/shape.h"
@@ -302,11 +303,14 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
 {
     if (runtime_passthrough || !rq->ph_exec)
         return instantiate_real(rq);
+    PHASE_MARK_START(t_entry);
     uobj_collect();
+    PHASE_MARK(PHASE_INST_USER_OBJECTS, t_entry, t_collected);
     struct graph_rec *g = cache_graph_held(rq->graph);
     if (!g)
         return instantiate_real(rq);
     shape_again_if_edited(g);
+    PHASE_MARK(PHASE_INST_HELD_GRAPH, t_collected, t_held);
 
     struct site *site = g->entry.site;
     unsigned long long flags = request_flags(rq) & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
@@ -324,6 +328,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
 
     int update_failed = 0, driver_refused = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
+    PHASE_MARK(PHASE_INST_TAKE_EXEC, t_held, t_taken);
     if (e) {
         if (sync_exec(e, g, &how, &driver_refused, reason, sizeof reason) != 0) {
             how = HOW_NEW;
@@ -341,6 +346,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         snprintf(reason, sizeof reason, "no released executable graph of this shape and flags");
     }
 
+    PHASE_MARK(PHASE_INST_SYNC_EXEC, t_taken, t_synced);
     CUresult r;
     if (e) {
         /* The executable graph now reflects this graph: the user objects of
@@ -356,6 +362,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
                                             "for a reused executable graph");
         }
     }
+    PHASE_MARK(PHASE_INST_ADOPT, t_synced, t_adopted);
     if (e) {
         e->synced_serial = g->serial;
         e->synced_version = g->version;
@@ -398,6 +405,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
             }
         }
     }
+    PHASE_MARK(PHASE_INST_HAND_OUT, t_adopted, t_handed_out);
     double us = runtime_since_us(t0);
     const char *why = reason[0] ? reason : NULL;
     enum gate_change change;
@@ -406,5 +414,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     if (driver_refused && shapes_become_typed(site))
         event_reuse_shapes_typed(site, reason);
     cache_site_gate_changed(site, change);
+    PHASE_MARK(PHASE_INST_COUNT, t_handed_out, t_counted);
+    PHASE_MARK(PHASE_INST_TOTAL, t_entry, t_done);
     return CUDA_SUCCESS;
 }

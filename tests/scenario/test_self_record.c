@@ -161,12 +161,42 @@ Test(self_record, steady_loop_needs_no_driver_capture, .timeout = 300)
                  "nodes", exec_setters(o.stats), changed);
     cr_expect_eq(graph_setters(o.stats), 0, "%ld graph-node setters", graph_setters(o.stats));
     cr_expect_eq(run_log_total(o.log, "delta"), recorded);
+    cr_expect_null(strstr(o.recap.err, "recap phase"), "the normal build prints a phase table");
     /* A released graph whose recording no edit outdated is kept without
      * a node count (the driver walks the graph for it): only the captures
      * recap did not record count nodes. */
     cr_expect_leq(run_stat(o.stats, "cuGraphGetNodes"), 2 * (40 - recorded),
                   "%ld node counts for %d captures recap did not record",
                   run_stat(o.stats, "cuGraphGetNodes"), 40 - recorded);
+    sr_done(&o);
+}
+
+/* The samples of a step in the phase table on stderr, or -1 if absent. */
+static long phase_samples(const char *err, const char *step)
+{
+    char line[96];
+    snprintf(line, sizeof line, "recap phase %s ", step);
+    const char *at = strstr(err, line);
+    const char *n = at ? strstr(at, " n=") : NULL;
+    return n ? atol(n + 3) : -1;
+}
+
+/* The measuring build (meson -Dphase_clock=true) times each step of the
+ * captures and instantiations it serves, and only the steps taken: a
+ * recorded capture's begin and end once each, every instantiation of a
+ * graph recap tracks, and no observed capture. */
+Test(self_record, the_phase_clock_build_times_each_step_it_took, .timeout = 300)
+{
+    setenv("RECAP_LIB", run_env_path("RECAP_PHASE_LIB"), 1);   /* this test's own process */
+    struct sr_outcome o;
+    sr_compare("delta", 40, &o);
+    long recorded = by_recap(&o);
+    cr_expect_geq(recorded, 38, "%ld of 40 captures recorded by recap", recorded);
+    cr_expect_eq(phase_samples(o.recap.err, "begin recorded: total"), recorded, "%s", o.recap.err);
+    cr_expect_eq(phase_samples(o.recap.err, "end recorded: total"), recorded, "%s", o.recap.err);
+    cr_expect_eq(phase_samples(o.recap.err, "begin: stack"), 40, "%s", o.recap.err);
+    cr_expect_eq(phase_samples(o.recap.err, "instantiate: total"), 40, "%s", o.recap.err);
+    cr_expect_eq(phase_samples(o.recap.err, "observe begin: claim"), -1, "%s", o.recap.err);
     sr_done(&o);
 }
 
