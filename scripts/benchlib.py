@@ -85,8 +85,9 @@ def make_workdir(prefix):
     return tempfile.mkdtemp(prefix=f"recap-{prefix}-")
 
 
-def run(command, env_extra=None, env_remove=("LD_PRELOAD", "RECAP_LOG", "RECAP_VERBOSE")):
-    """Runs a benchmark binary; returns its stdout. Raises on a nonzero exit."""
+def run_both(command, env_extra=None, env_remove=("LD_PRELOAD", "RECAP_LOG", "RECAP_VERBOSE")):
+    """Runs a benchmark binary; returns its stdout and stderr. Raises on a
+    nonzero exit."""
     env = {k: v for k, v in os.environ.items() if k not in env_remove}
     env.update(env_extra or {})
     done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -94,7 +95,18 @@ def run(command, env_extra=None, env_remove=("LD_PRELOAD", "RECAP_LOG", "RECAP_V
         preload = f"LD_PRELOAD={env_extra['LD_PRELOAD']} " if env_extra and "LD_PRELOAD" in env_extra else ""
         raise BenchError(f"{preload}{shlex.join(command)} exited {done.returncode}\n"
                          f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return done.stdout
+    return done.stdout, done.stderr
+
+
+def run(command, env_extra=None, env_remove=("LD_PRELOAD", "RECAP_LOG", "RECAP_VERBOSE")):
+    """Runs a benchmark binary; returns its stdout. Raises on a nonzero exit."""
+    return run_both(command, env_extra, env_remove)[0]
+
+
+def phase_lines(stderr):
+    """The step table a measuring librecap (meson -Dphase_clock=true)
+    printed at exit, one line per step; [] from a normal build."""
+    return [line for line in stderr.splitlines() if line.startswith("recap phase ")]
 
 
 def results(stdout):
