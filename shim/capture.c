@@ -24,11 +24,11 @@
 
 #include "shim/cache.h"
 #include "shim/capture.h"
-#include "shim/phase_clock.h"
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/exec_reuse.h"
 #include "shim/observed.h"
+#include "shim/phase_clock.h"
 #include "shim/runtime.h"
 #include "shim/self_record.h"
 #include "shim/shape.h"
