@@ -5,8 +5,12 @@
  * Must never: allocate, lock, or take time that grows with anything but
  * PREDICT_HISTORY and max_period.
  *
- * The search stops as soon as no longer period can win, so a steady site
- * costs one pass and a cycle of p shapes about p passes. Callers bound
+ * run(p) is kept for the periods up to twice the working set as each
+ * shape is recorded (one comparison a period), so a prediction reads
+ * numbers instead of scanning the history once a period: the scan cost a
+ * steady site 67 ns a capture (tests/unit/bench_predict.c). A longer
+ * period, asked for before the working set grew to it, is scanned. The
+ * search stops as soon as no longer period can win. Callers bound
  * max_period by twice the working set: with a longer one, a single odd
  * shape in a steady history (A,A,A,A,B,A,A,A,A) would qualify early as a
  * period of 5 and predict B.
@@ -46,10 +50,26 @@ static uint64_t predict_at(const struct shape_history *h, unsigned long k)
     return h->ring[(h->count - 1 - k) % PREDICT_HISTORY];
 }
 
+/* run(p) of the rule, counted from the history: the largest r with
+ * a(k) == a(k + p) for all k < r, within the n shapes held. */
+static unsigned long run_scanned(const struct shape_history *h, unsigned long p, unsigned long n)
+{
+    unsigned long run = 0;
+    while (run + p < n && predict_at(h, run) == predict_at(h, run + p))
+        run++;
+    return run;
+}
+
+static unsigned long shapes_held(const struct shape_history *h)
+{
+    return h->count < PREDICT_HISTORY ? h->count : PREDICT_HISTORY;
+}
+
 /* Keeps `distinct` for the window as it slides by one: the new shape
  * counts if the shapes staying in the window lack it, the one leaving stops
  * counting if the window, new shape included, no longer has it. Two passes
- * over PREDICT_WINDOW shapes, no allocation. */
+ * over PREDICT_WINDOW shapes, no allocation. Then keeps run(p) for the
+ * periods up to twice the working set. */
 void predict_record(struct shape_history *h, uint64_t shape)
 {
     unsigned long held = h->count < PREDICT_WINDOW ? h->count : PREDICT_WINDOW;
@@ -67,8 +87,30 @@ void predict_record(struct shape_history *h, uint64_t shape)
         if (!still)
             h->distinct--;
     }
+    /* The new shape extends run(p) when it equals the shape p before it.
+     * run(p) never exceeds the pairs the history holds, n - p: when the
+     * ring is full the oldest pair leaves as the new one comes. */
+    unsigned long n = h->count + 1 < PREDICT_HISTORY ? h->count + 1 : PREDICT_HISTORY;
+    for (unsigned long p = 1; p <= h->runs_kept; p++) {
+        unsigned long run = 0;
+        if (p <= h->count && predict_at(h, p - 1) == shape) {
+            run = h->run[p - 1] + 1ul;
+            if (run > n - p)
+                run = n - p;
+        }
+        h->run[p - 1] = (unsigned char)run;
+    }
     h->ring[h->count % PREDICT_HISTORY] = shape;
     h->count++;
+    /* Periods up to twice the working set are what callers ask for; one
+     * newly kept is counted once from the history. */
+    unsigned long want = 2ul * (unsigned long)predict_working_set(h);
+    if (want > PREDICT_MAX_PERIOD)
+        want = PREDICT_MAX_PERIOD;
+    for (unsigned long p = h->runs_kept + 1; p <= want; p++)
+        h->run[p - 1] = (unsigned char)run_scanned(h, p, n);
+    if (want > h->runs_kept)
+        h->runs_kept = (unsigned)want;
 }
 
 int predict_working_set(const struct shape_history *h)
@@ -80,11 +122,11 @@ uint64_t predict_next(const struct shape_history *h, int max_period)
 {
     if (h->count == 0)
         return 0;
-    unsigned long n = h->count < PREDICT_HISTORY ? h->count : PREDICT_HISTORY;
+    unsigned long n = shapes_held(h);
     if (max_period < 1)
         max_period = 1;
-    if ((unsigned long)max_period > PREDICT_HISTORY / 2)
-        max_period = PREDICT_HISTORY / 2;
+    if (max_period > PREDICT_MAX_PERIOD)
+        max_period = PREDICT_MAX_PERIOD;
 
     unsigned long best_p = 0, best_run = 0;
     for (unsigned long p = 1; p <= (unsigned long)max_period && p < n; p++) {
@@ -92,9 +134,7 @@ uint64_t predict_next(const struct shape_history *h, int max_period)
          * period can either (a steady site stops after p = 1). */
         if (best_run >= n - p)
             break;
-        unsigned long run = 0;
-        while (run + p < n && predict_at(h, run) == predict_at(h, run + p))
-            run++;
+        unsigned long run = p <= h->runs_kept ? h->run[p - 1] : run_scanned(h, p, n);
         int qualifies = run >= p || (run == n - p && run > 0);
         if (qualifies && run > best_run) {
             best_run = run;

@@ -18,10 +18,17 @@
  * of up to PREDICT_WINDOW / 2 shapes shows every shape at least twice. */
 #define PREDICT_WINDOW 64
 
+/* The longest period predict_next considers. */
+#define PREDICT_MAX_PERIOD (PREDICT_HISTORY / 2)
+
 struct shape_history {
     uint64_t ring[PREDICT_HISTORY];
     unsigned long count;            /* shapes recorded so far */
     int distinct;                   /* distinct shapes among the last PREDICT_WINDOW */
+    /* run(p) of predict.c's rule for p <= runs_kept, kept up to date as
+     * shapes are recorded: run[p - 1] (at most PREDICT_HISTORY - 1). */
+    unsigned char run[PREDICT_MAX_PERIOD];
+    unsigned runs_kept;
 };
 
 void predict_record(struct shape_history *h, uint64_t shape);

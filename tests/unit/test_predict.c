@@ -1,13 +1,15 @@
 /*
  * test_predict.c - shape prediction: cycles up to max_period settle into
  * hits on every capture after two cycles, with or without unrelated shapes
- * before them; a permanent switch costs at most two misses.
+ * before them; a permanent switch costs at most two misses; the runs kept
+ * as shapes are recorded predict what scanning the history would.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "policy/predict.h"
+#include "tests/unit/predict_reference.h"
 
 #define A 0xaaaaull
 #define B 0xbbbbull
@@ -216,4 +218,44 @@ Test(predict, working_set_counts_distinct_shapes_of_the_window)
     for (int i = 0; i < 500; i++)
         predict_record(&h, 1000 + (uint64_t)i);
     cr_expect_eq(predict_working_set(&h), PREDICT_WINDOW);
+}
+
+/* The runs kept as shapes are recorded give, at every step and for every
+ * max_period, the prediction that scanning the history gives: histories
+ * steady, cyclic (periods up to 70, past the longest considered), noisy,
+ * switching phase, and longer than the ring. */
+Test(predict, kept_runs_predict_what_a_scan_of_the_history_does)
+{
+    unsigned seed = 777;
+    static const int periods[] = { 1, 2, 3, 5, 8, 13, 31, 64, 70 };
+    uint64_t pat[70];
+    long compared = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        struct shape_history h;
+        memset(&h, 0, sizeof h);
+        int p = periods[trial % 9];
+        int alphabet = 1 + trial % 6;
+        int noise = trial % 4 == 3 ? 7 : 0;            /* one shape in 7 replaced */
+        int length = 40 + (trial * 37) % 600;
+        for (int i = 0; i < p; i++)
+            pat[i] = 1 + (uint64_t)(rand_r(&seed) % (unsigned)alphabet);
+        for (int i = 0; i < length; i++) {
+            if (i == length / 2 && trial % 5 == 0)      /* a phase change */
+                for (int j = 0; j < p; j++)
+                    pat[j] = 100 + (uint64_t)(rand_r(&seed) % 3);
+            uint64_t shape = noise && rand_r(&seed) % (unsigned)noise == 0
+                                 ? 50 + (uint64_t)(rand_r(&seed) % 4)
+                                 : pat[i % p];
+            for (int mp = 1; mp <= 80; mp = mp < 4 ? mp + 1 : mp * 2 + 1) {
+                cr_assert_eq(predict_next(&h, mp), reference_next(&h, mp),
+                             "trial %d step %d max_period %d", trial, i, mp);
+                compared++;
+            }
+            int mp = 2 * predict_working_set(&h);
+            cr_assert_eq(predict_next(&h, mp), reference_next(&h, mp),
+                         "trial %d step %d max_period %d (twice the working set)", trial, i, mp);
+            predict_record(&h, shape);
+        }
+    }
+    cr_expect_gt(compared, 100000, "%ld predictions compared", compared);
 }
