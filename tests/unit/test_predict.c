@@ -220,11 +220,12 @@ Test(predict, working_set_counts_distinct_shapes_of_the_window)
     cr_expect_eq(predict_working_set(&h), PREDICT_WINDOW);
 }
 
-/* The runs kept as shapes are recorded give, at every step and for every
- * max_period, the prediction that scanning the history gives: histories
- * steady, cyclic (periods up to 70, past the longest considered), noisy,
- * switching phase, and longer than the ring. */
-Test(predict, kept_runs_predict_what_a_scan_of_the_history_does)
+/* The runs kept as shapes are recorded are, at every step, those a scan
+ * of the history counts (predict_next reads them in place of the scan it
+ * made before), for histories steady, cyclic (periods up to 70, past the
+ * longest considered), noisy, switching phase, and longer than the ring;
+ * and the periods kept are those the working set asks for. */
+Test(predict, kept_runs_are_what_a_scan_of_the_history_counts)
 {
     unsigned seed = 777;
     static const int periods[] = { 1, 2, 3, 5, 8, 13, 31, 64, 70 };
@@ -246,16 +247,36 @@ Test(predict, kept_runs_predict_what_a_scan_of_the_history_does)
             uint64_t shape = noise && rand_r(&seed) % (unsigned)noise == 0
                                  ? 50 + (uint64_t)(rand_r(&seed) % 4)
                                  : pat[i % p];
-            for (int mp = 1; mp <= 80; mp = mp < 4 ? mp + 1 : mp * 2 + 1) {
-                cr_assert_eq(predict_next(&h, mp), reference_next(&h, mp),
-                             "trial %d step %d max_period %d", trial, i, mp);
+            predict_record(&h, shape);
+            int want = 2 * predict_working_set(&h);
+            cr_assert_geq((int)h.runs_kept, want < PREDICT_MAX_PERIOD ? want : PREDICT_MAX_PERIOD,
+                          "trial %d step %d: %u periods kept", trial, i, h.runs_kept);
+            for (unsigned long q = 1; q <= h.runs_kept; q++) {
+                cr_assert_eq(h.run[q - 1], reference_run(&h, q),
+                             "trial %d step %d: run(%lu) kept %u, scanned %lu", trial, i, q,
+                             h.run[q - 1], reference_run(&h, q));
                 compared++;
             }
-            int mp = 2 * predict_working_set(&h);
-            cr_assert_eq(predict_next(&h, mp), reference_next(&h, mp),
-                         "trial %d step %d max_period %d (twice the working set)", trial, i, mp);
-            predict_record(&h, shape);
         }
     }
-    cr_expect_gt(compared, 100000, "%ld predictions compared", compared);
+    cr_expect_gt(compared, 100000, "%ld runs compared", compared);
+}
+
+/* A period first kept when the working set grows starts from the history,
+ * not from zero: X, 63 shapes of 30 kinds, X again makes 32 distinct
+ * shapes (periods up to 64 kept from then on) and run(64) = 1 at once. */
+Test(predict, a_period_kept_anew_starts_from_the_history)
+{
+    struct shape_history h;
+    memset(&h, 0, sizeof h);
+    predict_record(&h, 1000);
+    for (int i = 0; i < 63; i++)
+        predict_record(&h, 1 + (uint64_t)(i % 30));
+    cr_assert_eq(predict_working_set(&h), 31);
+    cr_assert_eq(h.runs_kept, 62);
+    predict_record(&h, 1000);
+    cr_assert_eq(predict_working_set(&h), 32);
+    cr_assert_eq(h.runs_kept, 64);
+    cr_expect_eq(reference_run(&h, 64), 1);
+    cr_expect_eq(h.run[63], 1, "run(64) kept as %u", h.run[63]);
 }
