@@ -85,10 +85,15 @@ def make_workdir(prefix):
     return tempfile.mkdtemp(prefix=f"recap-{prefix}-")
 
 
+def environment_without(names):
+    """This process's environment less the variables `names`."""
+    return {k: v for k, v in os.environ.items() if k not in names}
+
+
 def run_both(command, env_extra=None, env_remove=("LD_PRELOAD", "RECAP_LOG", "RECAP_VERBOSE")):
     """Runs a benchmark binary; returns its stdout and stderr. Raises on a
     nonzero exit."""
-    env = {k: v for k, v in os.environ.items() if k not in env_remove}
+    env = environment_without(env_remove)
     env.update(env_extra or {})
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
