@@ -929,7 +929,8 @@ static CUresult invoke_outside_capture(enum drv_id id, union drv_args *a)
 CUresult capture_on_op(enum drv_id id, union drv_args *a)
 {
     struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, a));
-    struct capture *cap = ctab_find_stream(s.key);
+    int borrowed;
+    struct capture *cap = ctab_find_stream_for_call(s.key, &borrowed);
 
     /* A wait on an event recorded in a capture pulls the waiting stream
      * into that capture (a fork). */
@@ -947,7 +948,7 @@ CUresult capture_on_op(enum drv_id id, union drv_args *a)
     pthread_mutex_lock(&cap->lock);
     CUresult r = op_in_capture(cap, id, a);
     pthread_mutex_unlock(&cap->lock);
-    ctab_release(cap);
+    ctab_call_done(cap, borrowed);
     return r;
 }
 

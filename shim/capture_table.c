@@ -18,7 +18,10 @@
  * the generation stands the memo's answer is the table's, and the lookup
  * takes no lock. The memo's reference is given back when the memo is
  * replaced, when the thread ends the capture (ctab_memo_forget), and at
- * thread exit (a key destructor).
+ * thread exit (a key destructor). A call into a capture borrows the memo's
+ * reference for its duration instead of taking one (two atomic updates of
+ * a shared count fewer per recorded call); while it is lent, the memo is
+ * neither replaced nor given back, which is what keeps the record alive.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -33,7 +36,7 @@ int ctab_self_recorded;
 static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct capture *active[256];
 static int nactive;          /* written under captures_lock, read atomically outside it */
-static __thread char per_thread_stream_key;
+__thread char ctab_per_thread_stream_key;
 static void *ctab_spare;     /* a released record, mutexes initialised */
 
 /* Bumped under captures_lock whenever the table's answers may change. */
@@ -45,6 +48,10 @@ struct ctab_memo {
     unsigned long generation;
 };
 static __thread struct ctab_memo memo;
+/* Set while a call borrows the memo's reference (ctab_find_stream_for_call):
+ * the memo is then neither replaced nor given back, so the capture it
+ * holds outlives the call without a reference of the call's own. */
+static __thread int memo_lent;
 /* Made under captures_lock at the first memo (pthread_once would do, but
  * helgrind does not see its ordering). */
 static pthread_key_t memo_exit_key;
@@ -55,16 +62,6 @@ static void table_changed(void)
     __atomic_store_n(&ctab_generation, ctab_generation + 1, __ATOMIC_RELEASE);
 }
 
-struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream)
-{
-    struct stream_ref ref = { stream, stream };
-    if (!stream)
-        ref.real = drv_table[id].ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
-    /* Every thread's CU_STREAM_PER_THREAD is a different stream. */
-    ref.key = ref.real == CU_STREAM_PER_THREAD ? (const void *)&per_thread_stream_key
-                                               : (const void *)ref.real;
-    return ref;
-}
 
 struct capture *ctab_new(void)
 {
@@ -226,6 +223,12 @@ struct capture *ctab_find_stream(const void *key)
         ctab_memo_forget(NULL);
         return NULL;
     }
+    if (memo_lent) {
+        /* A lookup inside a call that borrowed the memo: answered from
+         * the table, leaving the memo as it is. */
+        struct capture *found = find(match_member, key);
+        return found;
+    }
     if (memo.cap && memo.key == key &&
         memo.generation == __atomic_load_n(&ctab_generation, __ATOMIC_ACQUIRE)) {
         /* Taken from the memo's own reference: the count is above zero. */
@@ -253,10 +256,32 @@ struct capture *ctab_find_stream(const void *key)
     return found;
 }
 
+struct capture *ctab_find_stream_for_call(const void *key, int *borrowed)
+{
+    if (__atomic_load_n(&nactive, __ATOMIC_ACQUIRE) != 0 && !memo_lent && memo.cap &&
+        memo.key == key &&
+        memo.generation == __atomic_load_n(&ctab_generation, __ATOMIC_ACQUIRE)) {
+        /* Two atomic updates of the count saved on each recorded call. */
+        memo_lent = 1;
+        *borrowed = 1;
+        return memo.cap;
+    }
+    *borrowed = 0;
+    return ctab_find_stream(key);
+}
+
+void ctab_call_done(struct capture *cap, int borrowed)
+{
+    if (borrowed)
+        memo_lent = 0;
+    else
+        ctab_release(cap);
+}
+
 void ctab_memo_forget(const struct capture *cap)
 {
     struct capture *held = memo.cap;
-    if (!held || (cap && held != cap))
+    if (!held || (cap && held != cap) || memo_lent)
         return;
     memo.cap = NULL;
     ctab_release(held);
@@ -318,6 +343,7 @@ void ctab_after_fork_child(void)
     pthread_mutex_init(&captures_lock, NULL);
     /* The forking thread's memo may name a record freed below. */
     memo.cap = NULL;
+    memo_lent = 0;
     table_changed();
     for (int i = 0; i < nactive; i++) {
         journal_free(&active[i]->journal);

@@ -116,7 +116,20 @@ void ctab_self_recorded_done(struct capture *cap);
  * for the call (fn takes cap->lock itself if it needs it). */
 void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *arg);
 
-struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream);
+/* Every thread's CU_STREAM_PER_THREAD is a different stream: its key is
+ * this thread's own byte. */
+extern __thread char ctab_per_thread_stream_key;
+
+/* Inline: it runs three times per recorded call. */
+static inline struct stream_ref ctab_stream_ref(enum drv_id id, CUstream stream)
+{
+    struct stream_ref ref = { stream, stream };
+    if (!stream)
+        ref.real = drv_table[id].ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+    ref.key = ref.real == CU_STREAM_PER_THREAD ? (const void *)&ctab_per_thread_stream_key
+                                               : (const void *)ref.real;
+    return ref;
+}
 
 /* A new capture (one reference, held by the caller), not yet registered:
  * the record the last ctab_release kept, reset, or a new one. */
@@ -132,6 +145,12 @@ void ctab_unregister(struct capture *cap);
 /* The registered capture a stream belongs to (origin or joined), with a
  * reference for the caller, or NULL. */
 struct capture *ctab_find_stream(const void *key);
+/* ctab_find_stream for one call into a capture, ended by ctab_call_done.
+ * When the thread's memo answers, the call borrows the memo's reference
+ * (*borrowed set) instead of taking its own; until ctab_call_done the
+ * thread's other lookups leave the memo alone. */
+struct capture *ctab_find_stream_for_call(const void *key, int *borrowed);
+void ctab_call_done(struct capture *cap, int borrowed);
 /* Gives back the calling thread's memo of its last stream lookup, if it
  * holds `cap` (any capture when NULL): at the end of a capture, and at exit. */
 void ctab_memo_forget(const struct capture *cap);
