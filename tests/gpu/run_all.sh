@@ -282,6 +282,8 @@ run_case() {
     # Across devices an update would fail: none may have been tried.
     case $name in
     two_devices) log_checks=(--max-update-failures 0) ;;
+    # One instantiation per graph: nothing to reuse, only to leave alone.
+    torch_compile) log_checks=(--min-reuse 0) ;;
     nccl_*) log_checks=(--rank 0 --world-size 1) ;;
     esac
     if ! "$PYTHON" "$HERE/check_run.py" log --log "$log" --stderr "$dir/recap.err" \
@@ -505,6 +507,9 @@ run_case torch_shapes 120 - -- "$PYTHON" "$HERE/torch_shapes.py"
 run_case torch_train 81 - -- "$PYTHON" "$HERE/torch_train.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
+# Inductor's compiled kernels, cached for the run under recap.
+run_case torch_compile 3 - -- env TORCHINDUCTOR_CACHE_DIR="$WORK/inductor-cache" \
+    "$PYTHON" "$HERE/torch_compile.py"
 # NCCL in a graph re-captured every iteration, one rank (world size 1).
 NCCL_ONE_RANK=(env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1)
 run_case nccl_allreduce 200 - -- "${NCCL_ONE_RANK[@]}" "$PYTHON" "$HERE/nccl_allreduce.py" \
