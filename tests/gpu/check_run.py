@@ -79,9 +79,24 @@ def read_events(path, failures):
     return events
 
 
+def program_events(events):
+    """The events of the program's own process. Subprocesses that inherit
+    LD_PRELOAD and touch the driver (inductor's compile workers) write their
+    own start and end into the same log, and may end after the program:
+    the program is the process that captured most."""
+    captured = collections.Counter(e.get("pid") for e in events if e["event"] == "capture")
+    for e in events:
+        if e["event"] == "end":
+            captured[e.get("pid")] += e.get("totals", {}).get("captures", 0)
+    if len({e.get("pid") for e in events}) <= 1 or not captured:
+        return events
+    pid = captured.most_common(1)[0][0]
+    return [e for e in events if e.get("pid") == pid]
+
+
 def check_log(args):
     failures = []
-    events = read_events(args.log, failures)
+    events = program_events(read_events(args.log, failures))
     by_kind = collections.Counter(e["event"] for e in events)
 
     captures = [e for e in events if e["event"] == "capture"]
