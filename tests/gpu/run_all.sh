@@ -175,6 +175,7 @@ build_bg driver_api build_driver_api
 build_bg overlap "$NVCC" "${CUFLAGS[@]}" "$HERE/overlap.cu" -o "$BIN/overlap"
 build_bg memory_growth "$NVCC" "${CUFLAGS[@]}" "$HERE/memory_growth.cu" -o "$BIN/memory_growth"
 build_bg two_devices "$NVCC" "${CUFLAGS[@]}" "$HERE/two_devices.cu" -o "$BIN/two_devices"
+build_bg mem_nodes "$NVCC" "${CUFLAGS[@]}" "$HERE/mem_nodes.cu" -o "$BIN/mem_nodes"
 build_bg conditional "$NVCC" "${CUFLAGS[@]}" -I"$HERE" "$HERE/conditional.cu" -o "$BIN/conditional"
 build_bg capture_semantics "$NVCC" "${CUFLAGS[@]}" -I"$HERE" "$HERE/capture_semantics.cu" -o "$BIN/capture_semantics"
 for i in "${!BUILD_PIDS[@]}"; do
@@ -291,7 +292,7 @@ run_case() {
         problems+=("log check failed")
     fi
     case $name in
-    memory_growth)
+    memory_growth | mem_nodes)
         if ! "$PYTHON" "$HERE/check_run.py" memory --plain-stderr "$dir/plain.err" \
             --recap-stderr "$dir/recap.err" >>"$dir/check.txt" 2>&1; then
             problems+=("memory grew under recap")
@@ -502,6 +503,7 @@ run_case driver_api 200 driver_api -- "$BIN/driver_api"
 run_case overlap 200 overlap -- "$BIN/overlap"
 run_case memory_growth 10100 memory_growth -- "$BIN/memory_growth"
 run_case conditional 202 conditional -- "$BIN/conditional"
+run_case mem_nodes 200 mem_nodes -- "$BIN/mem_nodes"
 run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case torch_shapes 120 - -- "$PYTHON" "$HERE/torch_shapes.py"
 run_case torch_train 81 - -- "$PYTHON" "$HERE/torch_train.py"
