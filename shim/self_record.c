@@ -86,8 +86,11 @@ static void view_memset(struct call_view *v, CUdeviceptr dst, unsigned value, si
 
 /* Fills what the comparison of its class reads (every call compares its
  * class's fields only; nothing is zeroed beyond them: this runs twice per
- * recorded call). */
-static void view_of(enum drv_id id, const union drv_args *a, struct call_view *v)
+ * recorded call). Always inlined, as is store_call: with the call made,
+ * a recorded launch took 7 % more instructions (callgrind). */
+#define RECORD_PATH static inline __attribute__((always_inline))
+
+RECORD_PATH void view_of(enum drv_id id, const union drv_args *a, struct call_view *v)
 {
     v->cls = CALL_OTHER;
     v->event = NULL;
@@ -489,8 +492,8 @@ static CUresult apply_to_node(struct journal_op *op, const struct call_view *v, 
 /* The recorded call now stands for `a`: its handles and by-value
  * arguments; copied argument data (kernel values, launch configuration,
  * structs) stays where the recording keeps it. */
-static void store_call(struct journal_op *op, const union drv_args *a, const struct call_view *cur,
-                       const struct call_view *rec, int same)
+RECORD_PATH void store_call(struct journal_op *op, const union drv_args *a,
+                            const struct call_view *cur, const struct call_view *rec, int same)
 {
     if (cur->cls == CALL_KERNEL) {
         if (!same)
