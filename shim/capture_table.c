@@ -62,7 +62,6 @@ static void table_changed(void)
     __atomic_store_n(&ctab_generation, ctab_generation + 1, __ATOMIC_RELEASE);
 }
 
-
 struct capture *ctab_new(void)
 {
     struct capture *cap = spare_take(&ctab_spare);
@@ -226,8 +225,7 @@ struct capture *ctab_find_stream(const void *key)
     if (memo_lent) {
         /* A lookup inside a call that borrowed the memo: answered from
          * the table, leaving the memo as it is. */
-        struct capture *found = find(match_member, key);
-        return found;
+        return find(match_member, key);
     }
     if (memo.cap && memo.key == key &&
         memo.generation == __atomic_load_n(&ctab_generation, __ATOMIC_ACQUIRE)) {
