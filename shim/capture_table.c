@@ -62,6 +62,14 @@ static void table_changed(void)
     __atomic_store_n(&ctab_generation, ctab_generation + 1, __ATOMIC_RELEASE);
 }
 
+/* Whether this thread's memo is the table's answer for `key`: it holds a
+ * capture found for that key, and the table has not changed since. */
+static int memo_answers(const void *key)
+{
+    return memo.cap && memo.key == key &&
+           memo.generation == __atomic_load_n(&ctab_generation, __ATOMIC_ACQUIRE);
+}
+
 struct capture *ctab_new(void)
 {
     struct capture *cap = spare_take(&ctab_spare);
@@ -227,8 +235,7 @@ struct capture *ctab_find_stream(const void *key)
          * the table, leaving the memo as it is. */
         return find(match_member, key);
     }
-    if (memo.cap && memo.key == key &&
-        memo.generation == __atomic_load_n(&ctab_generation, __ATOMIC_ACQUIRE)) {
+    if (memo_answers(key)) {
         /* Taken from the memo's own reference: the count is above zero. */
         __atomic_add_fetch(&memo.cap->refs, 1, __ATOMIC_RELAXED);
         return memo.cap;
@@ -256,9 +263,7 @@ struct capture *ctab_find_stream(const void *key)
 
 struct capture *ctab_find_stream_for_call(const void *key, int *borrowed)
 {
-    if (__atomic_load_n(&nactive, __ATOMIC_ACQUIRE) != 0 && !memo_lent && memo.cap &&
-        memo.key == key &&
-        memo.generation == __atomic_load_n(&ctab_generation, __ATOMIC_ACQUIRE)) {
+    if (!memo_lent && memo_answers(key)) {
         /* Two atomic updates of the count saved on each recorded call. */
         memo_lent = 1;
         *borrowed = 1;
