@@ -187,7 +187,8 @@ CUresult si_get(const void *handle, enum si_kind kind, void *out)
     const struct si_obj *o = handle;
     if (!o || !registry_has(o) || o->kind != kind) return bad_handle_code(kind);
     if (o->state == SI_DEAD) {
-        si_misuse("use of a destroyed %s (%p)", kind_names[kind], handle);
+        /* Loud: on a GPU this is a use after free inside the driver. */
+        si_violation("use of a destroyed %s (%p)", kind_names[kind], handle);
         return bad_handle_code(kind);
     }
     if (o->state == SI_POISONED) {
