@@ -24,6 +24,7 @@
 
 #include "shim/cache.h"
 #include "shim/capture.h"
+#include "shim/capture_holds.h"
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/exec_reuse.h"
@@ -172,6 +173,57 @@ static int may_end_here(const struct capture *cap)
     return cap->mode == CU_STREAM_CAPTURE_MODE_RELAXED && cap->origin.real != CU_STREAM_PER_THREAD;
 }
 
+/* Ends a driver capture recap gives up on and destroys what it captured
+ * (a recapture's graph is undefined). Caller holds cap->lock, on a thread
+ * that may end the capture. */
+static void end_driver_capture(struct capture *cap)
+{
+    CUgraph dead = NULL;
+    end_real(DRV_cuStreamEndCapture, cap->origin.real, &dead);
+    if (cap->target) {
+        if (dead == graph_rec_graph(cap->target))
+            dead = NULL;
+        cache_graph_discard(cap->target);
+        cap->target = NULL;
+    }
+    if (dead && dead != cap->lent_graph)
+        DRV_REAL(cuGraphDestroy)(dead);
+    cap->no_driver_capture = 1;
+}
+
+/* recap cannot give the program what a driver capture would from here on:
+ * a call it can neither copy nor answer while a switch waits for the
+ * capturing thread, or a replay that failed. The capture is invalidated,
+ * as the driver invalidates a capture it cannot go on with: every later
+ * call into it and its end return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+ * (answered by recap, as for the captures it records), never a graph that
+ * silently lacks work. The site is not recaptured again. Where this thread
+ * may not end a driver capture still running, the capturing thread's next
+ * call does (end_invalidated). Caller holds cap->lock. */
+static void invalidate_capture(struct capture *cap, const char *why)
+{
+    if (cap->invalidated)
+        return;
+    event_error(cap->site, "%s: the capture is invalidated (the program gets "
+                           "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) rather than a graph without "
+                           "that work; recap no longer recaptures this site", why);
+    sites_forbid_recapture(cap->site, why);
+    set_reason(cap, why);
+    cap->invalidated = 1;
+    cap->fallback_pending = 0;
+    cap->path = PATH_FALLBACK;
+    if (!cap->no_driver_capture && may_end_here(cap))
+        end_driver_capture(cap);
+}
+
+/* The capturing thread's first call after another thread invalidated its
+ * capture ends the driver capture that still ran. */
+static void end_invalidated(struct capture *cap)
+{
+    if (cap->invalidated && !cap->no_driver_capture && may_end_here(cap))
+        end_driver_capture(cap);
+}
+
 static void learn_result(struct capture *cap, CUresult r)
 {
     if (r != CUDA_SUCCESS)
@@ -239,22 +291,32 @@ static CUresult restart_as_plain(struct capture *cap)
     forget_changes(cap);
     cap->path = PATH_FALLBACK;
 
+    char why[256];
+    if (!cap->journal.replayable) {
+        snprintf(why, sizeof why, "the capture's calls could not be replayed in full (%s)",
+                 cap->journal.why_not);
+        cap->no_driver_capture = 1;
+        invalidate_capture(cap, why);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
     CUresult r = cap->lent_graph ? begin_in_lent_graph(cap)
                                  : DRV_REAL(cuStreamBeginCapture_v2)(cap->origin.real, cap->mode);
     if (r != CUDA_SUCCESS) {
-        event_error(cap->site, "after a failed recapture, the plain capture could not begin (%s); "
-                               "the program's capture is lost", drv_result_name(r));
-        return r;
+        snprintf(why, sizeof why, "the plain capture that replaces a failed recapture could not "
+                                  "begin (%s)", drv_result_name(r));
+        cap->no_driver_capture = 1;
+        invalidate_capture(cap, why);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    if (!cap->journal.replayable)
-        event_error(cap->site, "after a failed recapture the journal could not be replayed in "
-                               "full (%s): the graph may lack work", cap->journal.why_not);
     size_t failed_at = 0;
     CUresult replay = cap->learning ? replay_learning(cap, &failed_at)
                                     : journal_replay(&cap->journal, &failed_at);
-    if (replay != CUDA_SUCCESS)
-        event_error(cap->site, "replaying call %zu (%s) of the journal failed: %s", failed_at,
-                    drv_table[cap->journal.ops[failed_at].id].symbol, drv_result_name(replay));
+    if (replay != CUDA_SUCCESS) {
+        snprintf(why, sizeof why, "replaying call %zu (%s) of the capture failed: %s", failed_at,
+                 drv_table[cap->journal.ops[failed_at].id].symbol, drv_result_name(replay));
+        invalidate_capture(cap, why);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -308,6 +370,11 @@ static void note_membership(struct capture *cap, enum drv_id id, const union drv
         ctab_add_member(cap, s.key);
     }
     if (cap->membership_overflow && cap->journal.replayable) {
+        /* The journal still holds every call: a recapture switches now,
+         * while it can be replayed whole. */
+        if (cap->path == PATH_RECAPTURE && !cap->by_recap && !cap->fallback_pending &&
+            may_end_here(cap))
+            fall_back(cap, "the capture used more streams or events than recap can follow");
         cap->journal.replayable = 0;
         snprintf(cap->journal.why_not, sizeof cap->journal.why_not,
                  "more streams or events than recap can follow in one capture");
@@ -551,6 +618,12 @@ static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *
     /* Measured on driver 580: either is refused, and nothing written. */
     if (q.status == NULL || (q.edges && !q.deps))
         return CUDA_ERROR_INVALID_VALUE;
+    /* Another thread, while the switch waits for the capturing one: recap
+     * follows no node of the calls made since, nor a graph not lent. */
+    if (!cap->invalidated && !cap->by_recap && (q.deps || q.ndeps || (q.graph && !cap->lent_graph)))
+        invalidate_capture(cap, "another thread asked for the capture's dependencies or graph "
+                                "while its switch to a driver capture waited for the capturing "
+                                "thread");
     int exact = 1;
     if (!cap->invalidated && (q.deps || q.ndeps))
         exact = (deps = self_record_deps(cap->self, key, &n)) != NULL;
@@ -797,6 +870,11 @@ static void guard_one(struct capture *cap, void *arg)
                 cap->invalidated = rule != RULE_LEGACY_QUERY;
                 if (g->answer == CUDA_SUCCESS)
                     g->answer = rule_errors[rule];
+            } else if (cap->no_driver_capture) {
+                /* The replay would run into the stream as it is now. */
+                invalidate_capture(cap, "another thread destroyed a stream of the capture or "
+                                        "changed its attributes while its switch to a driver "
+                                        "capture waited for the capturing thread");
             }
         }
     }
@@ -856,6 +934,7 @@ static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_arg
 
     if (cap->fallback_pending && may_end_here(cap))
         fall_back(cap, cap->reason);
+    end_invalidated(cap);
     if (cap->by_recap || cap->invalidated)
         return self_op(cap, id, a);
     if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
@@ -871,9 +950,11 @@ static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_arg
             note_membership(cap, id, a);
             return CUDA_SUCCESS;
         }
-        r = drv_invoke(id, a);
-        journal_append(&cap->journal, id, a);    /* marks it unreplayable */
-        return r;
+        char reason[256];
+        snprintf(reason, sizeof reason, "another thread used %s while the capture's switch to a "
+                                        "driver capture waited for the capturing thread", why);
+        invalidate_capture(cap, reason);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
 
     if (!cap->journaled || (cap->path == PATH_FALLBACK && !cap->learning)) {
@@ -884,14 +965,20 @@ static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_arg
     }
 
     if (cap->path == PATH_RECAPTURE && !journal_can_copy(id, a, &why)) {
+        if (!may_end_here(cap)) {
+            /* The recapture goes on with the call, and its journal can no
+             * longer be replayed: should it fail later, the capture is
+             * invalidated (restart_as_plain). */
+            r = drv_invoke(id, a);
+            if (r == CUDA_SUCCESS) {
+                journal_append(&cap->journal, id, a);
+                note_membership(cap, id, a);
+            }
+            return r;
+        }
         char reason[200];
         snprintf(reason, sizeof reason, "the capture used %s", why);
         fall_back(cap, reason);
-        if (cap->fallback_pending) {
-            r = drv_invoke(id, a);
-            journal_append(&cap->journal, id, a);
-            return r;
-        }
     }
 
     r = drv_invoke(id, a);
@@ -1373,7 +1460,8 @@ static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
     long nodes = -1;
     self_record_stop(cap->self);
     if (cap->invalidated) {
-        cache_graph_discard(cap->target);
+        if (cap->target)
+            cache_graph_discard(cap->target);
         cap->target = NULL;
         if (!wrong_thread)
             *phGraph = NULL;
@@ -1399,8 +1487,11 @@ static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
 static void end_release_unwanted(struct capture *cap, int wants_graph, CUgraph unwanted)
 {
     int release = !wants_graph && unwanted != NULL && !cap->graph_handed_out;
+    struct held_release *held;
+    size_t nheld = capture_holds_take(cap, &held);
     pthread_mutex_unlock(&cap->lock);
     ctab_release(cap);
+    capture_holds_settle(held, nheld);
     if (release)
         cache_on_graph_destroy(DRV_cuGraphDestroy, unwanted);
 }
@@ -1483,13 +1574,19 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
         phGraph = &unwanted;
 
     CUresult r;
+    end_invalidated(cap);
     if ((cap->by_recap || cap->no_driver_capture) && self_end(cap, phGraph, &r)) {
         end_release_unwanted(cap, wants_graph, unwanted);
         PHASE_MARK(PHASE_END_RECORDED_TOTAL, t_entry, t_ended);
         return r;
     }
-    if (cap->fallback_pending && may_end_here(cap))
+    if (cap->fallback_pending && may_end_here(cap)) {
         fall_back(cap, cap->reason);
+        if (cap->invalidated && self_end(cap, phGraph, &r)) {
+            end_release_unwanted(cap, wants_graph, unwanted);
+            return r;
+        }
+    }
 
     CUgraph graph = NULL;
     r = end_real(id, stream, phGraph ? &graph : NULL);

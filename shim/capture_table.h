@@ -31,6 +31,13 @@ struct stream_ref {
     const void *key;        /* what identifies it in the table */
 };
 
+/* A destroy or free the program made of a handle the capture's replay may
+ * still need (shim/capture_holds.h): made for real once it no longer can. */
+struct held_release {
+    enum drv_id id;
+    union drv_args args;
+};
+
 struct capture {
     /* Kept across the captures a record serves (ctab_release keeps one
      * released record for the next ctab_new): initialised once. */
@@ -42,6 +49,8 @@ struct capture {
     struct self_record *self;        /* used while by_recap (kept to the end) */
     struct changed_node *changed;    /* the change list, nchanged entries valid */
     size_t changed_capacity;
+    struct held_release *held;       /* releases held back (capture_holds.h), nheld valid */
+    size_t held_capacity;
 
     /* Zero at the start of every capture, from here to the end. */
     struct stream_ref origin;
@@ -63,6 +72,8 @@ struct capture {
     int graph_lent;                  /* ... the cached graph of a recording: a switch captures into it */
     CUgraph lent_graph;              /* that graph once switched (no longer cached) */
     int resumed;                     /* a recording went on as a driver capture in its graph */
+    int ended;                       /* its end ran: no call of it will be replayed */
+    size_t nheld;
     double t0;
 
     /* Captures recap records itself (shim/self_record.h): no driver capture
@@ -112,9 +123,11 @@ static inline int capture_any_self_recorded(void)
  * cap->lock. */
 void ctab_self_recorded_done(struct capture *cap);
 
-/* Calls fn on every registered capture recap records itself, referenced
- * for the call (fn takes cap->lock itself if it needs it). */
+/* Calls fn on every registered capture recap records itself (or, _journaled,
+ * every registered capture that keeps a journal), referenced for the call
+ * (fn takes cap->lock itself if it needs it). */
 void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *arg);
+void ctab_each_journaled(void (*fn)(struct capture *cap, void *arg), void *arg);
 
 /* Every thread's CU_STREAM_PER_THREAD is a different stream: its key is
  * this thread's own byte. */

@@ -407,6 +407,128 @@ static CUresult launch_on(CUfunction f, CUstream stream, void **params)
     return cuLaunchKernel(f, SC_N / 64, 1, 1, 64, 1, 1, 0, stream, params, NULL);
 }
 
+/* Temporary events, as code that synchronises streams with short-lived
+ * events makes them: created, used for a fork of stream 0 into stream 1
+ * and the join back, and destroyed, all inside the capture. Every fifth
+ * iteration the kernel on stream 1 (in events_other_thread) or the last
+ * kernel (in events_fork_join) is a memset instead, so a capture recap
+ * recorded (or a recapture) must switch to a driver capture
+ * after the events were destroyed, and its replay still needs them.
+ * events_other_thread makes the calls on stream 1 on a second thread of a
+ * GLOBAL capture, which cannot end it: the switch waits for this thread.
+ * events_other_thread_alloc adds, in the odd iterations, stream-ordered
+ * memory on that thread after the switch became due: calls recap cannot
+ * copy, so it cannot replay them once the switch comes. */
+struct events_arg {
+    int it;
+    float a;
+    int alloc;              /* events_other_thread_alloc: stream-ordered memory too */
+    char codes[96];
+};
+
+/* Forked stream 1's part: the kernel, then a join through a temporary
+ * event, created and destroyed here. */
+static void events_side(struct events_arg *e, int odd)
+{
+    CUevent join = NULL;
+    int n = SC_N;
+    void *scale[] = { &ctx.buf[2], &e->a, &n };
+    int k = odd ? (int)cuMemsetD32Async(ctx.buf[2], 0x3f800000u, SC_N, ctx.stream[1])
+                : (int)launch_on(ctx.scale, ctx.stream[1], scale);
+    if (odd && e->alloc) {
+        /* Memory allocation and free nodes: calls recap cannot copy. */
+        CUdeviceptr scratch = 0;
+        int alloc = (int)cuMemAllocAsync(&scratch, SC_N * sizeof(float), ctx.stream[1]);
+        int fill = alloc ? -1 : (int)cuMemsetD32Async(scratch, 7u, SC_N, ctx.stream[1]);
+        int release = alloc ? -1 : (int)cuMemFreeAsync(scratch, ctx.stream[1]);
+        k = k * 1000 + alloc * 100 + fill * 10 + release;
+    }
+    int create = (int)cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
+    int record = (int)cuEventRecord(join, ctx.stream[1]);
+    int wait = (int)cuStreamWaitEvent(ctx.stream[0], join, 0);
+    int destroy = (int)cuEventDestroy(join);
+    snprintf(e->codes, sizeof e->codes, "%d,%d,%d,%d,%d", k, create, record, wait, destroy);
+}
+
+static void *events_side_thread(void *p)
+{
+    struct events_arg *e = p;
+    cuCtxSetCurrent(ctx.ctx);
+    events_side(e, e->it % 5 == 3);
+    return NULL;
+}
+
+static int run_temporary_events(int iters, int other_thread, int alloc)
+{
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUevent fork = NULL;
+        int n = SC_N;
+        float a = 1.0f + 0.25f * (float)it, c = 0.5f - 0.125f * (float)(it % 4);
+        struct events_arg e = { .it = it, .a = 0.75f + 0.5f * (float)(it % 3), .alloc = alloc };
+        void *first[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
+        void *last_axpy[] = { &c, &ctx.buf[2], &ctx.buf[1], &n };
+        int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        int k1 = (int)launch_on(ctx.axpy, ctx.stream[0], first);
+        int create = (int)cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
+        int record = (int)cuEventRecord(fork, ctx.stream[0]);
+        int wait = (int)cuStreamWaitEvent(ctx.stream[1], fork, 0);
+        int destroy = (int)cuEventDestroy(fork);
+        if (other_thread) {
+            pthread_t t;
+            pthread_create(&t, NULL, events_side_thread, &e);
+            pthread_join(t, NULL);
+        } else {
+            events_side(&e, 0);
+        }
+        int odd_last = !other_thread && it % 5 == 3;
+        int k3 = odd_last ? (int)cuMemsetD32Async(ctx.buf[1], 0x40000000u, SC_N, ctx.stream[0])
+                          : (int)launch_on(ctx.axpy, ctx.stream[0], last_axpy);
+        int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = run_and_release(graph);
+        printf("it=%d begin=%d ops=%d,%d,%d,%d,%d,[%s],%d end=%d inst=%d sum=%08x\n", it, begin, k1,
+               create, record, wait, destroy, e.codes, k3, end, inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
+/* Device memory freed inside a relaxed capture (the driver allows it;
+ * the graph is instantiated, never launched, so the freed memory is never
+ * touched): a memset into it comes first, and every fifth iteration the
+ * last kernel is a memset instead, so a capture recap recorded (or a
+ * recapture) switches after the free, and its replay sets the freed
+ * memory again. */
+static int run_free_in_capture(int iters)
+{
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUdeviceptr scratch = 0;
+        int n = SC_N;
+        float a = 1.0f + 0.5f * (float)it;
+        void *params[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
+        int alloc = (int)cuMemAlloc(&scratch, SC_N * sizeof(float));
+        int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_RELAXED);
+        int k1 = (int)launch_on(ctx.axpy, ctx.stream[0], params);
+        int fill = (int)cuMemsetD32Async(scratch, (unsigned)it, SC_N, ctx.stream[0]);
+        int freed = (int)cuMemFree(scratch);
+        int k2 = it % 5 == 3 ? (int)cuMemsetD32Async(ctx.buf[2], 0, SC_N, ctx.stream[0])
+                             : (int)launch_on(ctx.axpy, ctx.stream[0], params);
+        int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        CUgraphExec exec = NULL;
+        size_t nodes = 0;
+        if (graph)
+            cuGraphGetNodes(graph, NULL, &nodes);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        if (exec)
+            cuGraphExecDestroy(exec);
+        if (graph)
+            cuGraphDestroy(graph);
+        printf("it=%d alloc=%d begin=%d ops=%d,%d,%d,%d end=%d nodes=%zu inst=%d\n", it, alloc,
+               begin, k1, fill, freed, k2, end, nodes, inst);
+    }
+    return 0;
+}
+
 /* The program breaks its own capture at iteration 3 with a call that is
  * illegal while a global-mode capture runs. */
 static int run_broken(int iters)
@@ -1184,6 +1306,14 @@ int main(int argc, char **argv)
         rc = run_inflight(iters, !strcmp(name, "inflight_fork"));
     else if (!strcmp(name, "threads"))
         rc = run_threads(iters);
+    else if (!strcmp(name, "free_in_capture"))
+        rc = run_free_in_capture(iters);
+    else if (!strcmp(name, "events_fork_join"))
+        rc = run_temporary_events(iters, 0, 0);
+    else if (!strcmp(name, "events_other_thread"))
+        rc = run_temporary_events(iters, 1, 0);
+    else if (!strcmp(name, "events_other_thread_alloc"))
+        rc = run_temporary_events(iters, 1, 1);
     else if (!strcmp(name, "sites_lru"))
         rc = run_sites_lru(iters);
     else if (!strcmp(name, "own_updates"))

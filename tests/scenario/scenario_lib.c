@@ -267,7 +267,7 @@ void sc_write_stats(void)
         "cuGraphKernelNodeSetParams_v2", "cuGraphMemsetNodeSetParams", "cuGraphMemcpyNodeSetParams",
         "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphGetEdges_v2",
         "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2", "cuCtxGetCurrent",
-        "cuStreamBeginCaptureToGraph", "cuGraphGetNodes",
+        "cuStreamBeginCaptureToGraph", "cuGraphGetNodes", "cuEventDestroy_v2", "cuMemFree_v2",
     };
     const char *path = getenv("SCENARIO_STATS");
     if (!path)
@@ -282,6 +282,7 @@ void sc_write_stats(void)
     fprintf(f, "library_kernels %d\n", sc_library_kernels());
     fprintf(f, "live_graphs %ld\n", standin_live_objects("graph"));
     fprintf(f, "live_execs %ld\n", standin_live_objects("exec"));
+    fprintf(f, "live_events %ld\n", standin_live_objects("event"));
     fprintf(f, "last_misuse %s\n", standin_last_misuse());
     fclose(f);
 }

@@ -106,7 +106,8 @@ static const struct sr_name every_scenario[] = {
     N("collide3"), N("crossed"), N("conditional"), N("switch_attr"),
     N("added_node"), N("added_node_late"), N("query_at_end"), N("query_at_end_add"),
     N("query_at_begin"), N("query_at_begin_end_null"), N("query_at_begin_look"), N("end_null"),
-    N("query_at_begin_fork"),
+    N("query_at_begin_fork"), N("events_fork_join"), N("events_other_thread"),
+    N("free_in_capture"),
 #undef N
 };
 
