@@ -20,14 +20,16 @@
 #include "shim/self_record.h"
 
 /* The calls a switch of this capture would replay: what recap recorded so
- * far, or the journal of a recapture; none once it is a driver capture of
- * its own (fresh, switched) or over. Caller holds cap->lock. */
+ * far (its graph's recording, once bound to one; else its journal), or
+ * the journal of a recapture; none once it is a driver capture of its own
+ * (fresh, switched) or over. Caller holds cap->lock. */
 static const struct journal_op *replayable_calls(const struct capture *cap, size_t *n)
 {
     *n = 0;
     if (cap->ended || cap->path != PATH_RECAPTURE || cap->invalidated)
         return NULL;
-    if (cap->by_recap) {
+    if (cap->by_recap && !cap->matching && cap->target) {
+        /* Bound: the recording holds this capture's calls so far. */
         *n = cap->self->next;
         return cap->self->rec->ops;
     }

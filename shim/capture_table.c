@@ -359,6 +359,7 @@ void ctab_release(struct capture *cap)
         return;
     free(cap->changed);
     free(cap->self);
+    free(cap->match);
     free(cap->held);
     pthread_mutex_destroy(&cap->lock);
     pthread_mutex_destroy(&cap->changes_lock);
@@ -376,6 +377,7 @@ void ctab_after_fork_child(void)
         journal_free(&active[i]->journal);
         free(active[i]->changed);
         free(active[i]->self);
+        free(active[i]->match);
         free(active[i]->held);
         free(active[i]);
     }

@@ -16,6 +16,8 @@
 #include "shim/cache.h"
 #include "shim/journal.h"
 
+struct match_set;
+
 /* Streams and events one capture can involve before recap stops following
  * it (a recapture then falls back: its journal could miss a call). Kept
  * small so that a struct capture stays in malloc's per-thread cache. */
@@ -47,6 +49,7 @@ struct capture {
     /* Buffers, owned; allocated on first need, so that a loop allocates
      * nothing per capture: */
     struct self_record *self;        /* used while by_recap (kept to the end) */
+    struct match_set *match;         /* candidates while matching (shim/match.h) */
     struct changed_node *changed;    /* the change list, nchanged entries valid */
     size_t changed_capacity;
     struct held_release *held;       /* releases held back (capture_holds.h), nheld valid */
@@ -73,6 +76,11 @@ struct capture {
     CUgraph lent_graph;              /* that graph once switched (no longer cached) */
     int resumed;                     /* a recording went on as a driver capture in its graph */
     int ended;                       /* its end ran: no call of it will be replayed */
+    int record;                      /* decided: recap records it, if the site keeps a graph */
+    int matching;                    /* recorded, still choosing among candidates */
+    int candidates;                  /* kept graphs it was compared with at its begin */
+    const char *switch_call;         /* the call at which it became a driver capture */
+    double wasted_us;                /* what switching cost: the replay */
     size_t nheld;
     double t0;
 
