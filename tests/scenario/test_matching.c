@@ -59,6 +59,9 @@ static void match_spec(struct run_spec *spec, const struct match_case *c, const 
     spec->timeout_s = 300;
     run_setenv(spec, "STANDIN_DRIVER_VERSION", "%s", c->version);
     run_setenv(spec, "SCENARIO_STATS", "%s", stats);
+    /* At exit an allocation nothing can satisfy makes recap release all it
+     * keeps: the live objects left are then the program's own. */
+    run_setenv(spec, "SCENARIO_DRAIN", "1");
     const char *async = getenv("STANDIN_ASYNC");
     run_setenv(spec, "STANDIN_ASYNC", "%s", async && *async ? async : "0");
     run_forward_env(spec, "SCENARIO_KERNELS");
@@ -95,6 +98,12 @@ static void match_run(const struct match_case *c, const char *mode, struct match
                  "recap: %s", c->name, c->version, o->recap.err);
     cr_assert_eq(run_stat(o->stats, "library_kernels"), run_env_is("SCENARIO_KERNELS", "library"),
                  "%s: SCENARIO_KERNELS not in effect", c->name);
+    cr_assert_eq(run_stat(o->stats, "live_graphs"), run_stat(o->base_stats, "live_graphs"),
+                 "%s at %s: %ld graphs left alive under recap, %ld without", c->name, c->version,
+                 run_stat(o->stats, "live_graphs"), run_stat(o->base_stats, "live_graphs"));
+    cr_assert_eq(run_stat(o->stats, "live_execs"), run_stat(o->base_stats, "live_execs"),
+                 "%s at %s: %ld executable graphs left alive under recap, %ld without", c->name,
+                 c->version, run_stat(o->stats, "live_execs"), run_stat(o->base_stats, "live_execs"));
 }
 
 static void match_done(struct match_outcome *o)
