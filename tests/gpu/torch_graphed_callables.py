@@ -274,16 +274,23 @@ def part_lstm():
     return mismatches
 
 
-def capture_forward(model, x):
-    """One capture site for every batch size."""
+def capture_replay(run, **graph_args):
+    """run() captured into a new CUDAGraph (graph_args: torch.cuda.graph's
+    keywords), replayed once; returns a copy of its result, the graph
+    released."""
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y = model(x)
+    with torch.cuda.graph(graph, **graph_args):
+        y = run()
     graph.replay()
     torch.cuda.synchronize()
     got = y.clone()
     del graph, y
     return got
+
+
+def capture_forward(model, x):
+    """One capture site for every batch size."""
+    return capture_replay(lambda: model(x))
 
 
 def part_batches():
@@ -305,16 +312,12 @@ def part_batches():
 def capture_in_mode(mode, x, scale, sync):
     """One capture site for every mode; `sync`: torch.cuda.synchronize()
     inside the capture, which the driver refuses."""
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode=mode):
+    def body():
         y = torch.tanh(x * scale) + 1.0
         if sync:
             torch.cuda.synchronize()
-    graph.replay()
-    torch.cuda.synchronize()
-    got = y.clone()
-    del graph, y
-    return got
+        return y
+    return capture_replay(body, capture_error_mode=mode)
 
 
 def part_sync_in_capture():

@@ -1233,17 +1233,24 @@ SITE_FN(1)
 SITE_FN(2)
 SITE_FN(3)
 
+/* A worker thread's context: the program's module and context, its own
+ * streams and buffers. */
+static void share_context(struct sc_context *c)
+{
+    cuCtxSetCurrent(ctx.ctx);
+    pthread_mutex_lock(&setup_lock);
+    *c = ctx;
+    for (int i = 0; i < 2; i++)
+        cuStreamCreate(&c->stream[i], CU_STREAM_NON_BLOCKING);
+    for (int i = 0; i < SC_BUFFERS; i++)
+        cuMemAlloc(&c->buf[i], SC_N * sizeof(float));
+    pthread_mutex_unlock(&setup_lock);
+}
+
 static void *worker_body(void *p)
 {
     struct worker *w = p;
-    cuCtxSetCurrent(ctx.ctx);
-    pthread_mutex_lock(&setup_lock);
-    w->c = ctx;               /* share module and context, own streams and buffers */
-    for (int i = 0; i < 2; i++)
-        cuStreamCreate(&w->c.stream[i], CU_STREAM_NON_BLOCKING);
-    for (int i = 0; i < SC_BUFFERS; i++)
-        cuMemAlloc(&w->c.buf[i], SC_N * sizeof(float));
-    pthread_mutex_unlock(&setup_lock);
+    share_context(&w->c);
     for (int site = 0; site < 4; site++) {
         sc_reset_buffers(&w->c);
         for (int it = 0; it < w->iters; it++) {
@@ -1342,14 +1349,7 @@ static void fold_checksum(struct site_worker *w)
 static void *site_worker_body(void *p)
 {
     struct site_worker *w = p;
-    cuCtxSetCurrent(ctx.ctx);
-    pthread_mutex_lock(&setup_lock);
-    w->c = ctx;               /* share module and context, own streams and buffers */
-    for (int i = 0; i < 2; i++)
-        cuStreamCreate(&w->c.stream[i], CU_STREAM_NON_BLOCKING);
-    for (int i = 0; i < SC_BUFFERS; i++)
-        cuMemAlloc(&w->c.buf[i], SC_N * sizeof(float));
-    pthread_mutex_unlock(&setup_lock);
+    share_context(&w->c);
     sc_reset_buffers(&w->c);
     w->digest = 2166136261u;
     pthread_barrier_wait(&site_workers_ready);

@@ -152,6 +152,15 @@ static void expect_served(const struct match_case *c, struct match_outcome *o)
                       captures > 0 ? 100.0 * (double)driver / (double)captures : 0.0);
 }
 
+/* A case that asks nothing more than expect_served. */
+static void expect_served_alone(const struct match_case *c)
+{
+    struct match_outcome o;
+    match_run(c, NULL, &o);
+    expect_served(c, &o);
+    match_done(&o);
+}
+
 /* Each named case at both driver versions, in memory Criterion can hand
  * over. */
 static struct match_case *both_versions(const struct match_case *one, size_t *n)
@@ -171,6 +180,16 @@ static void free_cases(struct criterion_test_params *p)
     cr_free(p->params);
 }
 
+/* A test of the case `one` at both driver versions; the body follows. */
+#define MATCHING_TEST(test, one)                                                         \
+    ParameterizedTestParameters(matching, test)                                          \
+    {                                                                                    \
+        size_t n;                                                                        \
+        struct match_case *all = both_versions(&(one), &n);                              \
+        return cr_make_param_array(struct match_case, all, n, free_cases);               \
+    }                                                                                    \
+    ParameterizedTest(struct match_case *c, matching, test, .timeout = 300)
+
 /* --- several threads, several shapes, one site ---------------------------------------- */
 
 /* Four threads capture through one function, in pauses of pseudo-random
@@ -178,23 +197,12 @@ static void free_cases(struct criterion_test_params *p)
  * launches left in flight: 100 iterations each. The site keeps what its
  * working set (two shapes) times its concurrent captures (four) needs;
  * no prediction from a history that mixes the threads. */
-static const struct match_case threads_one_site = { .name = "threads_one_site", .iters = 100,
-                                                      .captures = 400, .firsts = 4 };
+static const struct match_case threads_one_site = {
+    .name = "threads_one_site", .iters = 100, .captures = 400, .firsts = 4 };
 
-ParameterizedTestParameters(matching, threads_capturing_through_one_site)
+MATCHING_TEST(threads_capturing_through_one_site, threads_one_site)
 {
-    size_t n;
-    struct match_case *all = both_versions(&threads_one_site, &n);
-    return cr_make_param_array(struct match_case, all, n, free_cases);
-}
-
-ParameterizedTest(struct match_case *c, matching, threads_capturing_through_one_site,
-                  .timeout = 300)
-{
-    struct match_outcome o;
-    match_run(c, NULL, &o);
-    expect_served(c, &o);
-    match_done(&o);
+    expect_served_alone(c);
 }
 
 /* --- one kernel position, three functions ------------------------------------------------ */
@@ -203,23 +211,12 @@ ParameterizedTest(struct match_case *c, matching, threads_capturing_through_one_
  * kernel) with its second kernel scale, shift and mirror in turn: three
  * graphs alike in node count, types and wiring, told apart only by the
  * function. 150 iterations. */
-static const struct match_case function_cycle = { .name = "function_cycle", .iters = 150,
-                                                    .captures = 150, .firsts = 3 };
+static const struct match_case function_cycle = {
+    .name = "function_cycle", .iters = 150, .captures = 150, .firsts = 3 };
 
-ParameterizedTestParameters(matching, a_kernel_position_cycling_through_three_functions)
+MATCHING_TEST(a_kernel_position_cycling_through_three_functions, function_cycle)
 {
-    size_t n;
-    struct match_case *all = both_versions(&function_cycle, &n);
-    return cr_make_param_array(struct match_case, all, n, free_cases);
-}
-
-ParameterizedTest(struct match_case *c, matching, a_kernel_position_cycling_through_three_functions,
-                  .timeout = 300)
-{
-    struct match_outcome o;
-    match_run(c, NULL, &o);
-    expect_served(c, &o);
-    match_done(&o);
+    expect_served_alone(c);
 }
 
 /* --- a one-off variant ----------------------------------------------------------------------- */
@@ -229,18 +226,10 @@ ParameterizedTest(struct match_case *c, matching, a_kernel_position_cycling_thro
  * variant costs at most one driver capture (at 13.0), falls back at most
  * once, and the capture after it binds to the usual graph: every usual
  * capture after the first is served. */
-static const struct match_case one_off = { .name = "one_off", .iters = 200, .captures = 200,
-                                             .firsts = 2 };
+static const struct match_case one_off = {
+    .name = "one_off", .iters = 200, .captures = 200, .firsts = 2 };
 
-ParameterizedTestParameters(matching, a_one_off_variant_every_20_iterations)
-{
-    size_t n;
-    struct match_case *all = both_versions(&one_off, &n);
-    return cr_make_param_array(struct match_case, all, n, free_cases);
-}
-
-ParameterizedTest(struct match_case *c, matching, a_one_off_variant_every_20_iterations,
-                  .timeout = 300)
+MATCHING_TEST(a_one_off_variant_every_20_iterations, one_off)
 {
     struct match_outcome o;
     match_run(c, NULL, &o);
@@ -299,14 +288,8 @@ static void call_differences(const char *a_from, const char *a_to, const char *b
     free(more);
 }
 
-ParameterizedTestParameters(matching, a_never_reusable_site_costs_what_observing_costs)
-{
-    static const struct match_case fresh = { .name = "fresh_shapes", .iters = 300,
-                                             .captures = 300, .stats_at = 64 };
-    size_t n;
-    struct match_case *all = both_versions(&fresh, &n);
-    return cr_make_param_array(struct match_case, all, n, free_cases);
-}
+static const struct match_case fresh_shapes = {
+    .name = "fresh_shapes", .iters = 300, .captures = 300, .stats_at = 64 };
 
 /* A new node count every capture ("fresh_shapes", 300 captures): nothing
  * can ever be reused. Once the site stopped - allowing its first window of
@@ -315,8 +298,7 @@ ParameterizedTestParameters(matching, a_never_reusable_site_costs_what_observing
  * counted after capture 64 and at the end), and keeps no graph and no
  * executable graph (the stand-in's live objects at both points, where the
  * program holds none). */
-ParameterizedTest(struct match_case *c, matching, a_never_reusable_site_costs_what_observing_costs,
-                  .timeout = 300)
+MATCHING_TEST(a_never_reusable_site_costs_what_observing_costs, fresh_shapes)
 {
     struct match_outcome by_default, observing;
     match_run(c, NULL, &by_default);
