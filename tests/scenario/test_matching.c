@@ -39,7 +39,7 @@ struct match_case {
 
 struct match_outcome {
     char *dir;
-    char log[4200], stats[4200], base_stats[4200];
+    char log[RUN_PATH_MAX], stats[RUN_PATH_MAX], base_stats[RUN_PATH_MAX];
     struct run_result base, recap;
 };
 
@@ -76,10 +76,7 @@ static void match_run(const struct match_case *c, const char *mode, struct match
 {
     struct run_spec spec;
     memset(o, 0, sizeof *o);
-    o->dir = run_temp_dir();
-    snprintf(o->log, sizeof o->log, "%s", run_path(o->dir, "recap.jsonl"));
-    snprintf(o->base_stats, sizeof o->base_stats, "%s", run_path(o->dir, "base.stats"));
-    snprintf(o->stats, sizeof o->stats, "%s", run_path(o->dir, "recap.stats"));
+    run_pair_paths(&o->dir, o->log, o->stats, o->base_stats);
     match_spec(&spec, c, o->base_stats);
     cr_assert_eq(run_program(&spec, &o->base), 0);
     match_spec(&spec, c, o->stats);
