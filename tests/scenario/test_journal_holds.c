@@ -38,7 +38,7 @@ struct hold_case {
 
 struct hold_outcome {
     char *dir;
-    char log[4200], stats[4200], base_stats[4200];
+    char log[RUN_PATH_MAX], stats[RUN_PATH_MAX], base_stats[RUN_PATH_MAX];
     struct run_result base, recap;
 };
 
@@ -69,10 +69,7 @@ static void hold_run(const struct hold_case *c, int iters, const char *faults,
 {
     struct run_spec spec;
     memset(o, 0, sizeof *o);
-    o->dir = run_temp_dir();
-    snprintf(o->log, sizeof o->log, "%s", run_path(o->dir, "recap.jsonl"));
-    snprintf(o->base_stats, sizeof o->base_stats, "%s", run_path(o->dir, "base.stats"));
-    snprintf(o->stats, sizeof o->stats, "%s", run_path(o->dir, "recap.stats"));
+    run_pair_paths(&o->dir, o->log, o->stats, o->base_stats);
     hold_spec(&spec, c, iters, o->base_stats, NULL);
     cr_assert_eq(run_program(&spec, &o->base), 0);
     hold_spec(&spec, c, iters, o->stats, faults);

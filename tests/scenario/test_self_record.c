@@ -18,7 +18,7 @@
 
 struct sr_outcome {
     char *dir;
-    char log[4200], stats[4200], base_stats[4200];
+    char log[RUN_PATH_MAX], stats[RUN_PATH_MAX], base_stats[RUN_PATH_MAX];
     struct run_result base, recap;
 };
 
@@ -47,10 +47,7 @@ static void sr_compare(const char *name, int iters, struct sr_outcome *o)
 {
     struct run_spec spec;
     memset(o, 0, sizeof *o);
-    o->dir = run_temp_dir();
-    snprintf(o->log, sizeof o->log, "%s", run_path(o->dir, "recap.jsonl"));
-    snprintf(o->base_stats, sizeof o->base_stats, "%s", run_path(o->dir, "base.stats"));
-    snprintf(o->stats, sizeof o->stats, "%s", run_path(o->dir, "recap.stats"));
+    run_pair_paths(&o->dir, o->log, o->stats, o->base_stats);
 
     sr_spec(&spec, name, iters, o->base_stats);
     cr_assert_eq(run_program(&spec, &o->base), 0);

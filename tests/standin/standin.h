@@ -111,6 +111,13 @@ int standin_set_kernel_traits(const char *name, unsigned traits);
 unsigned long standin_call_count(const char *name);
 void standin_reset_counts(void);
 
+/* Row i of the call counts: every exported driver function the stand-in
+ * counts, in a fixed order, with its calls so far (what the exit report
+ * writes, readable mid-run: a test compares the driver calls two runs made
+ * over the same stretch of a program). Returns the number of rows; fills
+ * the outputs only when i is below it. */
+size_t standin_call_row(size_t i, const char **name, unsigned long *count);
+
 /* Live objects of a kind: "graph", "exec", "stream", "event", "module",
  * "memory" (device allocations), "user_object", "cond_handle" (conditional
  * handles some graph or node still names). */

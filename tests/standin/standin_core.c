@@ -496,6 +496,17 @@ SI_EXPORT unsigned long standin_call_count(const char *name)
     return n;
 }
 
+SI_EXPORT size_t standin_call_row(size_t i, const char **name, unsigned long *count)
+{
+    if (i < SI_FN_COUNT) {
+        si_control_lock();
+        if (name) *name = si_fn_names[i];
+        if (count) *count = si.calls[i];
+        si_control_unlock();
+    }
+    return SI_FN_COUNT;
+}
+
 SI_EXPORT void standin_reset_counts(void)
 {
     si_control_lock();
