@@ -12,6 +12,7 @@ int gate_open(struct reuse_gate *g, unsigned long now, enum gate_change *change)
     if (now < g->reopen_at)
         return 0;
     g->closed = 0;
+    g->probing = 1;
     g->hits = g->misses = g->failures = 0;
     g->net_us = 0;
     *change = GATE_REOPENED;
@@ -58,8 +59,9 @@ enum gate_change gate_record(struct reuse_gate *g, enum gate_look look, double n
         g->misses++;
     else if (++g->failures >= GATE_FAILURES_EAGER && g->hits == 0 && g->net_us < 0)
         return gate_close(g, now, GATE_CLOSED_COST);
-    if (g->hits + g->misses + g->failures < GATE_WINDOW)
+    if (g->hits + g->misses + g->failures < (g->probing ? GATE_PROBE_WINDOW : GATE_WINDOW))
         return GATE_SAME;
+    g->probing = 0;
     if (g->misses > g->hits + g->failures)
         return gate_close(g, now, GATE_CLOSED_MISSES);
     if (g->failures && g->net_us < 0)

@@ -16,7 +16,8 @@
  * closes it.
  * A closed site neither keeps nor looks - its captures and instantiations
  * cost what observe mode's do - until `backoff` more captures have begun;
- * then it tries again. The back-off starts at GATE_BACKOFF_FIRST captures
+ * then it tries again, judged on a first window of GATE_PROBE_WINDOW
+ * looks. The back-off starts at GATE_BACKOFF_FIRST captures
  * and doubles each time a site closes again without a good window in
  * between (at most GATE_BACKOFF_MAX); a good window resets it. A site one
  * of whose kept objects alone is larger than the whole cache budget closes
@@ -33,6 +34,9 @@
 #define RECAP_REUSE_GATE_H
 
 #define GATE_WINDOW 64
+/* After a back-off the site is judged on a short first window, so that a
+ * site that still does not pay costs little each time it tries again. */
+#define GATE_PROBE_WINDOW 8
 #define GATE_FAILURES_EAGER 3
 #define GATE_BACKOFF_FIRST 64ul
 #define GATE_BACKOFF_MAX 65536ul
@@ -51,6 +55,7 @@ struct reuse_gate {
     unsigned hits, misses, failures;   /* in the current window */
     double net_us;                  /* saved minus cost, in the current window */
     int closed;
+    int probing;                    /* the first window after reopening */
     unsigned long reopen_at;        /* while closed: the capture count that reopens it */
     unsigned long backoff;          /* captures the next closing lasts; 0: GATE_BACKOFF_FIRST */
     unsigned long closings;         /* how often it closed */

@@ -572,8 +572,9 @@ static enum keep_answer graph_may_be_kept(const struct cache_entry *e)
     const struct site *site = e->site;
     enum recap_mode m = site->policy.mode;
     int recordable = drv_caps.recapture_begin || rec->recording;
+    /* A closed site keeps nothing: no driver question either. */
     if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !recordable || rec->edited ||
-        __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
+        site->cache_closed || __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
         return KEEP_NO;
     return KEEP_ASK;
 }

@@ -1131,7 +1131,7 @@ void capture_report_end(struct capture *cap, CUresult r, long nodes)
         .reason = path == PATH_RECAPTURE && !cap->resumed ? NULL : cap->reason,
         .nodes = nodes, .us = runtime_since_us(cap->t0), .result = r,
         .by = path != PATH_RECAPTURE ? NULL : cap->began_by_recap ? "recap" : "driver",
-        .candidates = cap->journaled && !cap->reuse_closed ? cap->candidates : -1,
+        .candidates = cap->candidates,
         .switch_call = cap->switch_call,
         .wasted_us = cap->wasted_us,
     };
@@ -1188,8 +1188,7 @@ static CUresult end_observed(enum drv_id id, struct stream_ref s, CUgraph *phGra
     if (!observed_release(slot, s.key))
         return r;   /* another thread's end reports it */
     struct capture_report rep = { .site = o->site, .seq = o->seq, .path = path_names[PATH_OBSERVE],
-                                  .reason = "site observed only", .nodes = -1, .result = r,
-                                  .candidates = -1 };
+                                  .reason = "site observed only", .nodes = -1, .result = r };
     CUgraph graph = r == CUDA_SUCCESS && phGraph ? *phGraph : NULL;
     struct graph_census census;
     PHASE_MARK(PHASE_OBSERVE_END_RELEASE, t_ended, t_released);

@@ -198,6 +198,7 @@ static int bind_to(struct capture *cap, int which, int *refused_last, char *why,
             *refused_last = i + 1 == j->nops;
             if (*refused_last)
                 j->nops = i;
+            self_record_rename_rest(cap->self);
             self_record_stop(cap->self);
             cache_graph_give_back(g, i > 0);
             cap->target = NULL;
@@ -435,6 +436,7 @@ int recorded_switch(struct capture *cap)
          * then be updated as a whole), or to the program that was lent it. */
         struct journal *rec = cap->target->recording;
         size_t made = cap->self->next;
+        self_record_rename_rest(cap->self);
         self_record_stop(cap->self);
         journal_free(&cap->journal);
         journal_init(&cap->journal);
@@ -558,6 +560,8 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         return 0;
 
     long nodes = -1;
+    if (!cap->invalidated && cap->target)
+        self_record_rename_rest(cap->self);   /* this capture's streams throughout */
     self_record_stop(cap->self);
     if (cap->invalidated) {
         if (cap->matching) {

@@ -324,6 +324,11 @@ CUresult drv_invoke(enum drv_id id, const union drv_args *a);
  * see ctab_stream_ref); NULL for other calls. */
 CUstream drv_args_stream(enum drv_id id, const union drv_args *a);
 
+/* Point a recorded call (role op) at another stream or event: a
+ * recording renamed to the capture that wrote part of it. */
+void drv_args_set_stream(enum drv_id id, union drv_args *a, CUstream stream);
+void drv_args_set_event(enum drv_id id, union drv_args *a, CUevent event);
+
 /* The event a journaled call records or waits for, or the first event a
  * guarded call synchronises on or queries (cuEventElapsedTime's hStart),
  * or NULL. */
@@ -394,6 +399,22 @@ def gen_table(entries):
             o.append("    case DRV_%s:\n        return a->%s.%s;\n" % (
                 e.symbol, e.symbol, e.stream_expr))
     o.append("    default:\n        return NULL;\n    }\n}\n\n")
+    o.append("void drv_args_set_stream(enum drv_id id, union drv_args *a, CUstream stream)\n{\n    switch (id) {\n")
+    for e in entries:
+        if e.role == "op" and e.stream_expr:
+            if "->" in e.stream_expr:
+                ptr, field = e.stream_expr.split("->", 1)
+                target = "((%s)a->%s.%s)->%s" % (e.param_type(ptr).replace("const ", ""), e.symbol, ptr, field)
+            else:
+                target = "a->%s.%s" % (e.symbol, e.stream_expr)
+            o.append("    case DRV_%s:\n        %s = stream;\n        return;\n" % (e.symbol, target))
+    o.append("    default:\n        return;\n    }\n}\n\n")
+    o.append("void drv_args_set_event(enum drv_id id, union drv_args *a, CUevent event)\n{\n    switch (id) {\n")
+    for e in entries:
+        ev = e.first_of_type("CUevent")
+        if e.role == "op" and ev:
+            o.append("    case DRV_%s:\n        a->%s.%s = event;\n        return;\n" % (e.symbol, e.symbol, ev))
+    o.append("    default:\n        return;\n    }\n}\n\n")
     o.append("CUevent drv_args_event(enum drv_id id, const union drv_args *a)\n{\n    switch (id) {\n")
     for e in entries:
         ev = e.first_of_type("CUevent")

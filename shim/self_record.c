@@ -846,6 +846,39 @@ uint64_t self_record_signature(const struct journal *rec)
     return hash_mix64(h ^ rec->nops) | 1;
 }
 
+/* A stream or event handle of the recording, as this capture names it:
+ * the pairing maps the recording's to the capture's (by key, which is the
+ * handle but for per-thread default streams, named the same everywhere). */
+static const void *renamed(const void *const *rec, const void *const *cur, int n, const void *h)
+{
+    for (int i = 0; i < n; i++)
+        if (rec[i] == h)
+            return cur[i];
+    return h;
+}
+
+void self_record_rename_rest(struct self_record *s)
+{
+    struct journal *rec = s->rec;
+    rec->origin_key = s->cur_stream[0];
+    for (size_t i = s->next; i < rec->nops; i++) {
+        struct journal_op *op = &rec->ops[i];
+        CUstream stream = drv_args_stream(op->id, &op->args);
+        if (stream && stream != CU_STREAM_PER_THREAD && stream != CU_STREAM_LEGACY) {
+            CUstream now = (CUstream)renamed(s->rec_stream, s->cur_stream, s->nstreams, stream);
+            if (now != stream)
+                drv_args_set_stream(op->id, &op->args, now);
+        }
+        CUevent event = drv_args_event(op->id, &op->args);
+        if (event) {
+            CUevent now = (CUevent)renamed((const void *const *)s->rec_event,
+                                           (const void *const *)s->cur_event, s->nevents, event);
+            if (now != event)
+                drv_args_set_event(op->id, &op->args, now);
+        }
+    }
+}
+
 int self_record_complete(const struct self_record *s, char *why, size_t len)
 {
     if (s->next == s->rec->nops)

@@ -91,6 +91,12 @@ uint64_t self_record_signature(const struct journal *rec);
 /* The capture is over: the recording may be brought up to date again. */
 void self_record_stop(struct self_record *s);
 
+/* The capture wrote its calls so far into the recording and stops there
+ * (a switch): the calls it did not make are renamed to its streams and
+ * events, so the recording stays one capture's throughout. At the end of
+ * a whole capture only the origin changes (every call was written). */
+void self_record_rename_rest(struct self_record *s);
+
 /* Whether the calls so far are the whole recording (checked at end). */
 int self_record_complete(const struct self_record *s, char *why, size_t len);
 

@@ -165,6 +165,10 @@ void sites_capture_began_locked(struct site *site)
     site->active++;
     if (site->active > site->active_peak)
         site->active_peak = site->active;
+    /* It grows at once (each capture at once takes candidates of its own)
+     * and shrinks a window later. */
+    if (site->active > site->concurrency)
+        site->concurrency = site->active;
     if (site->seq % GATE_WINDOW == 0) {
         site->concurrency = site->active_peak > 1 ? site->active_peak : 1;
         site->active_peak = site->active;

@@ -290,11 +290,14 @@ static const struct match_case fresh_shapes = {
 
 /* A new node count every capture ("fresh_shapes", 300 captures): nothing
  * can ever be reused. Once the site stopped - allowing its first window of
- * 64 captures - recap asks the driver for exactly what RECAP_MODE=observe
- * asks over the same captures (the stand-in's calls of every function,
- * counted after capture 64 and at the end), and keeps no graph and no
- * executable graph (the stand-in's live objects at both points, where the
- * program holds none). */
+ * 64 captures - recap asks the driver for what RECAP_MODE=observe asks
+ * over the same captures (the stand-in's calls of every function, counted
+ * after capture 64 and at the end), but for the short probe each back-off
+ * ends with (GATE_PROBE_WINDOW looks - a few captures that cost what a
+ * site's first captures cost - then a back-off twice as long, so that their
+ * share shrinks with the run): within 10 % over these 236 captures, two
+ * probes; and it keeps no graph and no executable graph (the stand-in's
+ * live objects at both points, where the program holds none). */
 MATCHING_TEST(a_never_reusable_site_costs_what_observing_costs, fresh_shapes)
 {
     struct match_outcome by_default, observing;
@@ -313,7 +316,7 @@ MATCHING_TEST(a_never_reusable_site_costs_what_observing_costs, fresh_shapes)
                  at[1]);
     char differences[1024];
     call_differences(at[0], end[0], at[1], end[1], differences, sizeof differences);
-    cr_expect_eq(calls, observed, "%s at %s: captures %d-%d cost %ld driver calls under recap "
+    cr_expect_leq(calls, observed + observed / 10, "%s at %s: captures %d-%d cost %ld driver calls under recap "
                  "(%.2f a capture), %ld observing (%.2f a capture); by function:%s; %ld "
                  "back-offs", c->name, c->version, from, c->iters, calls,
                  (double)calls / (c->iters - from), observed,

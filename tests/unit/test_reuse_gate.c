@@ -135,8 +135,8 @@ Test(gate, a_good_window_resets_the_back_off)
         look(GATE_MISS);
     while (look(GATE_HIT) != GATE_REOPENED)
         ;
-    for (int i = 0; i < GATE_WINDOW; i++)
-        look(GATE_HIT);                        /* a good window */
+    for (int i = 0; i < GATE_PROBE_WINDOW; i++)
+        look(GATE_HIT);                        /* a good (probe) window */
     for (int i = 0; i < GATE_WINDOW - 1; i++)
         look(GATE_MISS);
     cr_assert_eq(look(GATE_MISS), GATE_CLOSED_MISSES);
@@ -171,4 +171,32 @@ Test(gate, an_object_over_the_budget_closes_at_once_with_the_back_off)
     cr_expect_eq(gate_close_over_budget(&gate, now, "graph", 90000, 65536),
                  GATE_CLOSED_OVER_BUDGET);
     cr_expect_eq(gate.reopen_at - now, 2 * GATE_BACKOFF_FIRST);
+}
+
+Test(gate, a_site_that_still_misses_closes_after_a_short_probe)
+{
+    while (look(GATE_MISS) != GATE_CLOSED_MISSES)
+        ;
+    while (look(GATE_MISS) != GATE_REOPENED)
+        ;
+    int looks = 0;
+    enum gate_change c = GATE_SAME;
+    while (c == GATE_SAME) {
+        c = look(GATE_MISS);
+        looks++;
+    }
+    cr_expect_eq(c, GATE_CLOSED_MISSES);
+    cr_expect_eq(looks, GATE_PROBE_WINDOW, "closed again after %d looks", looks);
+    cr_expect_eq(gate.reopen_at - now, 2 * GATE_BACKOFF_FIRST);
+}
+
+Test(gate, a_site_that_pays_after_its_probe_goes_on_with_full_windows)
+{
+    while (look(GATE_MISS) != GATE_CLOSED_MISSES)
+        ;
+    while (look(GATE_MISS) != GATE_REOPENED)
+        ;
+    for (int i = 0; i < 3 * GATE_WINDOW; i++)
+        cr_assert_eq(look(i % 3 ? GATE_HIT : GATE_MISS), GATE_SAME, "look %d", i);
+    cr_expect_eq(gate.probing, 0);
 }
