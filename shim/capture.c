@@ -728,7 +728,9 @@ CUresult capture_on_op(enum drv_id id, union drv_args *a)
     }
 
     pthread_mutex_lock(&cap->lock);
-    CUresult r = capture_op(cap, id, a);
+    /* A capture recap records has no driver capture to end or switch yet:
+     * straight to its recording (the hot path of a recorded loop). */
+    CUresult r = cap->by_recap ? recorded_op(cap, id, a) : capture_op(cap, id, a);
     pthread_mutex_unlock(&cap->lock);
     ctab_call_done(cap, borrowed);
     return r;
@@ -1065,9 +1067,10 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
 void capture_account_recapture(struct capture *cap)
 {
     struct graph_rec *rec = cap->target;
-    /* A driver recapture's calls may have other kernels (eligible): its
-     * journal says which. A capture recap recorded matched the signature. */
-    uint64_t signature = cap->began_by_recap ? 0 : journal_signature(cap);
+    /* A driver recapture's calls may have other kernels (eligible, so
+     * reported as changed nodes): its journal says which. A capture recap
+     * recorded matched the signature. */
+    uint64_t signature = cap->began_by_recap || cap->nchanged == 0 ? 0 : journal_signature(cap);
     if (signature)
         rec->signature = signature;
     pthread_mutex_lock(&cap->changes_lock);

@@ -308,7 +308,7 @@ static void arg_copy(void *to, const void *from, size_t size)
 }
 
 /* Whether the kernels' argument values are equal; -1 when their forms differ. */
-static int kernel_args_equal(const struct call_view *cur, const struct kparams_layout *l,
+RECORD_PATH int kernel_args_equal(const struct call_view *cur, const struct kparams_layout *l,
                              void **rec_params, void **rec_extra)
 {
     if ((cur->params != NULL) != (rec_params != NULL))
@@ -357,7 +357,7 @@ static void kernel_args_store(const struct call_view *cur, const struct kparams_
 
 /* Seven unsigned (28 bytes): three 8-byte words and one of 4, not seven
  * compares; this runs for every recorded launch. */
-static int dims_differ(const unsigned *a, const unsigned *b)
+RECORD_PATH int dims_differ(const unsigned *a, const unsigned *b)
 {
     uint64_t x[3], y[3];
     memcpy(x, a, sizeof x), memcpy(y, b, sizeof y);
@@ -392,7 +392,7 @@ static void kernel_dims_store(struct journal_op *op, const struct call_view *cur
     k->sharedMemBytes = d[6];
 }
 
-static int configs_equal(const CUlaunchConfig *a, const CUlaunchConfig *b)
+RECORD_PATH int configs_equal(const CUlaunchConfig *a, const CUlaunchConfig *b)
 {
     if (!a || !b)
         return a == b;
@@ -638,7 +638,7 @@ struct call_match {
     int si, ei;                     /* stream and event pair indices */
 };
 
-static enum self_verdict compare_call(struct self_record *s, enum drv_id id,
+RECORD_PATH enum self_verdict compare_call(struct self_record *s, enum drv_id id,
                                       const union drv_args *a, struct call_match *m, char *why,
                                       size_t len)
 {
@@ -718,7 +718,7 @@ static enum self_verdict compare_call(struct self_record *s, enum drv_id id,
 
 /* The call is the capture's: what each stream and event now depends on,
  * and the next call expected. */
-static void advance(struct self_record *s, const struct call_match *m)
+RECORD_PATH void advance(struct self_record *s, const struct call_match *m)
 {
     struct self_deps *deps = &s->stream_deps[m->si];
     if (m->event_op && !m->op->creates_node) {
