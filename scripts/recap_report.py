@@ -1,375 +1,19 @@
-"""recap_report - `recap report LOG...`: read recap's logs (JSON Lines) and
-print what happened at each capture site, as a table or as JSON.
+"""recap_report - `recap report LOG...`: what happened at each capture site,
+as a table that fits the terminal, as JSON or as CSV.
 
 Python 3 standard library only; imported by the recap command, which hands
 it the parsed arguments (cmd_report) and reads logs through it for `recap
-config` (read_logs).
-
-Log schema (JSON Lines, one object per line, "event" first, then "pid"):
-
-  start        version (str), exe (str), driver (int such as 13000, or null),
-               recapture_api (bool), mode (str), sites (str: RECAP_SITES),
-               config (path or null), log (path), rank (int or null: from
-               the launcher variable rank_var, e.g. RANK under torchrun),
-               rank_var (str or null), world_size (int or null),
-               stack_depth (int),
-               python_skip (str or null: the configuration's extra skip list)
-  site         site (16 hex digits), frames (array of "module+0xOFF symbol+0xOFF"),
-               label (str or null), mode (effective mode at the site),
-               python (absent without Python frames: version (str), gil
-               ("held" | "released" at the first capture), frames (array of
-               "FILE:LINE (FUNCTION)", innermost first)), nvtx (str or null:
-               the innermost NVTX range), c_frames (int: how many of frames
-               went into the id)
-  capture      site, seq (per site, from 1), path ("recapture" | "fresh" |
-               "fallback" | "observe"), reason (str or null), nodes, changed,
-               eligible, ineligible, errors (ints), us (float, microseconds)
-  instantiate  site, seq, how ("new" | "update" | "delta" | "reuse"),
-               reason (str or null; a "new" whose reason contains "fail" is an
-               executable update that failed and fell back to instantiation),
-               us (float)
-  reuse        site, state ("stopped" | "resumed" | "typed"), reason, backoff
-               (captures until it tries again), hits, misses; "typed": an
-               update between two graphs of one node count failed, so the
-               site's shapes count node types and edges from then on
-  warning      site (or null), message
-  error        site (or null), message
-  end          sites (array of objects: site, captures, recaptured, fallbacks,
-               fresh, observed, nodes, changed, eligible, ineligible, errors,
-               capture_us, instantiations, reused, new, update, delta, reuse,
-               update_failures, hits, misses, backoffs, inst_new_us, reuse_us,
-               kept, evicted),
-               totals (object with the same counters summed, and
-               budget_bytes, kept_bytes_peak), unmatched
-               (array of the RECAP_SITES entries that selected no site),
-               resolved (object: dlsym = wrappers dlsym on a driver handle
-               handed out, procaddr = cuGetProcAddress answers)
-
-Routine events (the same path or how, and reason, as the site's previous
-event) are written for a site's first 64 captures and then at every power of
-two (start carries "routine_events_full"); every other event is always
-written. So `report` and `config` take a process's counters from its end
-event, which is exact, and count events only for processes without one
-(killed, or still running). A process is (log file, pid); its rank is the
-start event's rank, else its pid (shown as pid:N). Any line may carry "truncated": true (the
-writer cut it to fit); malformed lines are counted, never fatal.
+config` (read_logs, from recap_logs). The log schema is in recap_logs.py.
 """
 
-import collections
+import csv
 import json
 import re
+import shutil
 import sys
+import textwrap
 
-SITE_RE = re.compile(r'^[0-9a-f]{16}$')
-CAPTURE_PATHS = ('recapture', 'fresh', 'fallback', 'observe')
-INSTANTIATE_HOWS = ('new', 'update', 'delta', 'reuse')
-
-
-# ---- reading logs ------------------------------------------------------------
-
-class Site:
-    """Everything the logs say about one capture site, merged over logs."""
-
-    def __init__(self, site_id):
-        self.id = site_id
-        self.frames = []
-        self.label = None
-        self.python_frames = []
-        self.gil = None
-        self.nvtx = None
-        self.c_frames = None
-        self.modes = collections.Counter()
-        self.captures = 0
-        self.paths = collections.Counter()
-        self.fallback_reasons = collections.Counter()
-        self.fresh_reasons = collections.Counter()
-        self.nodes = 0
-        self.changed = 0
-        self.eligible = 0
-        self.ineligible = 0
-        self.errors = 0
-        self.capture_us = 0.0
-        self.inst = collections.Counter()
-        self.inst_new_us = 0.0
-        self.reuse_us = 0.0
-        self.failed_updates = 0
-        self.update_fail_reasons = collections.Counter()
-        self.warnings = 0
-        # what recap kept for the site (end events only)
-        self.kept = 0
-        self.evicted = 0
-        self.hits = 0
-        self.backoffs = 0
-
-    @property
-    def reused(self):
-        return self.inst['update'] + self.inst['delta'] + self.inst['reuse']
-
-
-class Logs:
-    def __init__(self):
-        self.sites = {}
-        self.order = []
-        self.malformed = 0
-        self.first_malformed = None
-        self.lines = 0
-        self.starts = {}          # (file, pid) -> start event
-        self.ends = set()
-        self.warnings = 0
-        self.errors = 0
-        self.messages = collections.Counter()
-        self.unreadable = []
-        self.proc_sites = {}      # (file, pid) -> {site id: Site} from events
-        self.end_counts = {}      # (file, pid) -> {site id: counters of its end event}
-        self.site_proc_modes = {} # site id -> [(file, pid, mode of its site event)]
-        self.unmatched = collections.Counter()   # RECAP_SITES entries that selected nothing
-        self.rank_sites = {}      # site id -> {rank key: Site summed over its processes}
-
-    def rank_of(self, proc):
-        """A process's rank key: (0, rank) from its start event's launcher
-        variable, else (1, pid); sorts ranks first, in order."""
-        start = self.starts.get(proc, {})
-        rank = start.get('rank')
-        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
-            return (0, rank)
-        pid = proc[1]
-        return (1, pid if isinstance(pid, int) and not isinstance(pid, bool) else -1)
-
-    def ranks(self):
-        keys = {self.rank_of(p) for p in set(self.starts) | set(self.proc_sites)
-                | set(self.end_counts)}
-        return sorted(keys)
-
-    def proc_site(self, source, pid, site_id):
-        sites = self.proc_sites.setdefault((source, pid), {})
-        if site_id not in sites:
-            sites[site_id] = Site(site_id)
-        self.site(site_id)        # keeps the order of first appearance
-        return sites[site_id]
-
-    def site(self, site_id):
-        if site_id not in self.sites:
-            self.sites[site_id] = Site(site_id)
-            self.order.append(site_id)
-        return self.sites[site_id]
-
-    def bad(self, where, why):
-        self.malformed += 1
-        if self.first_malformed is None:
-            self.first_malformed = f'{where}: {why}'
-
-
-def _int(ev, key):
-    v = ev.get(key, 0)
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f'"{key}" is not an integer')
-    return v
-
-
-def _num(ev, key):
-    v = ev.get(key, 0.0)
-    if v is None:
-        return 0.0
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f'"{key}" is not a number')
-    return float(v)
-
-
-def _site_id(ev):
-    s = ev.get('site')
-    if not isinstance(s, str) or not SITE_RE.match(s):
-        raise ValueError('"site" is not 16 lower-case hex digits')
-    return s
-
-
-def _text(ev, key):
-    v = ev.get(key)
-    if v is not None and not isinstance(v, str):
-        raise ValueError(f'"{key}" is not a string')
-    return v
-
-
-def read_event(logs, ev, source):
-    kind = ev.get('event')
-    if kind == 'start':
-        logs.starts[(source, ev.get('pid'))] = ev
-    elif kind == 'end':
-        counts = {}
-        for entry in ev.get('sites') or []:
-            if isinstance(entry, dict) and isinstance(entry.get('site'), str) \
-                    and SITE_RE.match(entry['site']):
-                counts[entry['site']] = entry
-        logs.ends.add((source, ev.get('pid')))
-        logs.end_counts[(source, ev.get('pid'))] = counts
-        for entry in ev.get('unmatched') or []:
-            if isinstance(entry, str):
-                logs.unmatched[entry] += 1
-    elif kind == 'site':
-        site = logs.site(_site_id(ev))
-        frames = ev.get('frames') or []
-        if not isinstance(frames, list) or not all(isinstance(f, str) for f in frames):
-            raise ValueError('"frames" is not an array of strings')
-        if not site.frames:
-            site.frames = frames
-        label = _text(ev, 'label')
-        if label and not site.label:
-            site.label = label
-        mode = _text(ev, 'mode')
-        if mode:
-            site.modes[mode] += 1
-            logs.site_proc_modes.setdefault(site.id, []).append((source, ev.get('pid'), mode))
-        python = ev.get('python')
-        if isinstance(python, dict) and not site.python_frames:
-            frames = python.get('frames') or []
-            if isinstance(frames, list) and all(isinstance(f, str) for f in frames):
-                site.python_frames = frames
-            site.gil = python.get('gil') if isinstance(python.get('gil'), str) else None
-        nvtx = _text(ev, 'nvtx')
-        if nvtx and not site.nvtx:
-            site.nvtx = nvtx
-        c_frames = ev.get('c_frames')
-        if isinstance(c_frames, int) and not isinstance(c_frames, bool) and site.c_frames is None:
-            site.c_frames = c_frames
-    elif kind == 'capture':
-        site_id = _site_id(ev)
-        path = ev.get('path')
-        if path not in CAPTURE_PATHS:
-            raise ValueError(f'"path" is {path!r}, expected one of {", ".join(CAPTURE_PATHS)}')
-        values = {k: _int(ev, k) for k in ('nodes', 'changed', 'eligible', 'ineligible', 'errors')}
-        us = _num(ev, 'us')
-        reason = _text(ev, 'reason')
-        site = logs.proc_site(source, ev.get('pid'), site_id)
-        site.captures += 1
-        site.paths[path] += 1
-        if path == 'recapture' and ev.get('by') == 'recap':
-            site.paths['by_recap'] += 1
-        site.nodes += values['nodes']
-        site.changed += values['changed']
-        site.eligible += values['eligible']
-        site.ineligible += values['ineligible']
-        site.errors += values['errors']
-        site.capture_us += us
-        if path == 'fallback':
-            site.fallback_reasons[reason or 'no reason given'] += 1
-        elif path == 'fresh' and reason:
-            site.fresh_reasons[reason] += 1
-    elif kind == 'instantiate':
-        site_id = _site_id(ev)
-        how = ev.get('how')
-        if how not in INSTANTIATE_HOWS:
-            raise ValueError(f'"how" is {how!r}, expected one of {", ".join(INSTANTIATE_HOWS)}')
-        us = _num(ev, 'us')
-        reason = _text(ev, 'reason')
-        site = logs.proc_site(source, ev.get('pid'), site_id)
-        site.inst[how] += 1
-        if how == 'new':
-            site.inst_new_us += us
-            if reason and 'fail' in reason.lower():
-                site.failed_updates += 1
-                site.update_fail_reasons[reason] += 1
-        else:
-            site.reuse_us += us
-    elif kind in ('warning', 'error'):
-        message = _text(ev, 'message') or ''
-        s = ev.get('site')
-        if s is not None:
-            logs.site(_site_id(ev)).warnings += 1
-        if kind == 'warning':
-            logs.warnings += 1
-        else:
-            logs.errors += 1
-        logs.messages[(kind, message)] += 1
-    elif not isinstance(kind, str):
-        raise ValueError('no "event" string')
-    # other events: newer writers may add some; they are not malformed
-
-
-def _apply_end_counts(site, counts):
-    """Replaces what sampled events say with the exact counters of an end
-    event (reasons and warnings stay as the events gave them)."""
-    def n(key):
-        v = counts.get(key, 0)
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
-    site.captures = int(n('captures'))
-    site.paths = collections.Counter({'recapture': int(n('recaptured')),
-                                      'by_recap': int(n('by_recap')),
-                                      'fallback': int(n('fallbacks')),
-                                      'fresh': int(n('fresh')), 'observe': int(n('observed'))})
-    for key in ('nodes', 'changed', 'eligible', 'ineligible', 'errors'):
-        setattr(site, key, int(n(key)))
-    site.capture_us = float(n('capture_us'))
-    site.inst = collections.Counter({how: int(n(how)) for how in INSTANTIATE_HOWS})
-    site.inst_new_us = float(n('inst_new_us'))
-    site.reuse_us = float(n('reuse_us'))
-    site.failed_updates = int(n('update_failures'))
-    for key in ('kept', 'evicted', 'hits', 'backoffs'):
-        setattr(site, key, int(n(key)))
-
-
-def _merge_site(into, site):
-    for key in ('captures', 'nodes', 'changed', 'eligible', 'ineligible', 'errors',
-                'capture_us', 'inst_new_us', 'reuse_us', 'failed_updates', 'warnings',
-                'kept', 'evicted', 'hits', 'backoffs'):
-        setattr(into, key, getattr(into, key) + getattr(site, key))
-    for key in ('paths', 'fallback_reasons', 'fresh_reasons', 'inst', 'update_fail_reasons'):
-        getattr(into, key).update(getattr(site, key))
-
-
-def _merge_processes(logs):
-    """Per process: the end event's counters where it has one, else what its
-    events say; then summed per site over processes (one per rank, say),
-    and per site and rank (processes of one rank: a restart, fork children)."""
-    procs = set(logs.proc_sites) | set(logs.end_counts)
-    for proc in sorted(procs, key=repr):
-        sites = logs.proc_sites.get(proc, {})
-        for site_id, counts in logs.end_counts.get(proc, {}).items():
-            if site_id not in sites:
-                sites[site_id] = Site(site_id)
-                logs.site(site_id)
-            _apply_end_counts(sites[site_id], counts)
-        rank = logs.rank_of(proc)
-        for site_id, site in sites.items():
-            _merge_site(logs.site(site_id), site)
-            per_rank = logs.rank_sites.setdefault(site_id, {})
-            if rank not in per_rank:
-                per_rank[rank] = Site(site_id)
-            _merge_site(per_rank[rank], site)
-
-
-def read_logs(paths):
-    logs = Logs()
-    for path in paths:
-        try:
-            if path == '-':
-                stream, name = sys.stdin.buffer, '<stdin>'
-            else:
-                stream, name = open(path, 'rb'), path
-        except OSError as e:
-            logs.unreadable.append(f'{path}: {e.strerror}')
-            continue
-        with stream:
-            for number, raw in enumerate(stream, 1):
-                where = f'{name}:{number}'
-                if not raw.strip():
-                    continue
-                logs.lines += 1
-                try:
-                    ev = json.loads(raw.decode('utf-8'))
-                except (UnicodeDecodeError, ValueError):
-                    logs.bad(where, 'not a JSON line' if raw.endswith(b'\n')
-                             else 'incomplete last line')
-                    continue
-                if not isinstance(ev, dict):
-                    logs.bad(where, 'not a JSON object')
-                    continue
-                try:
-                    read_event(logs, ev, name)
-                except ValueError as e:
-                    logs.bad(where, str(e))
-    _merge_processes(logs)
-    return logs
+from recap_logs import read_logs  # noqa: F401  (recap config reads logs through here)
 
 
 # ---- recap report ------------------------------------------------------------
@@ -401,7 +45,23 @@ def site_row(s, saved):
         'inst_new_us': s.inst_new_us, 'reuse_us': s.reuse_us,
         'saved_us': saved,
         'kept': s.kept, 'evicted': s.evicted, 'hits': s.hits, 'backoffs': s.backoffs,
+        'fallback_reasons': dict(s.fallback_reasons.most_common()),
+        'fallback_reasons_sampled': not s.fallback_reasons_exact,
+        'fallbacks_logged': s.fallbacks_logged,
+        'fallback_switch_calls': {r: {str(c): n for c, n in sorted(calls.items())}
+                                  for r, calls in s.switch_calls.items()},
+        'candidates': candidates_summary(s.candidates),
     }
+
+
+def candidates_summary(counter):
+    """What the logged captures' "candidates" say: how many captures carried
+    it, the mean and the most; None where none did."""
+    logged = sum(counter.values())
+    if not logged:
+        return None
+    return {'logged': logged, 'mean': sum(k * n for k, n in counter.items()) / logged,
+            'max': max(counter)}
 
 
 SUMMED = ('captures', 'recaptured', 'by_recap', 'fallbacks', 'fresh', 'observed', 'eligible', 'ineligible',
@@ -473,6 +133,7 @@ def fmt_ms(us):
     return '-' if us is None else f'{us / 1000.0:.3f}'
 
 
+
 def cmd_report(args):
     logs = read_logs(args.logs)
     rows, totals, by_rank, rank_totals = report_rows(logs)
@@ -483,105 +144,378 @@ def cmd_report(args):
                    'ranks': rank_summary(logs),
                    'by_rank': by_rank, 'rank_totals': rank_totals}, sys.stdout, indent=1)
         print()
-    elif rank_totals:
-        print_rank_table(rows, totals, by_rank, rank_totals)
-        print_footer(logs)
+    elif args.csv:
+        write_csv(sys.stdout, rows, totals, by_rank, rank_totals)
     else:
-        print_table(rows, totals)
-        print_footer(logs)
+        width = None if args.wide else shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+        for line in report_text(logs, rows, totals, by_rank, rank_totals, width):
+            print(line)
     for problem in logs.unreadable:
         print(f'recap: cannot read {problem}', file=sys.stderr)
     return 1 if logs.unreadable else 0
 
 
-COLUMNS = (('SITE', 'site'), ('LABEL', 'label'), ('CAPTURES', 'captures'),
-           ('RECAPTURED', 'recaptured'), ('BY_RECAP', 'by_recap'), ('FALLBACKS', 'fallbacks'),
-           ('FRESH', 'fresh'),
-           ('OBSERVED', 'observed'), ('ELIGIBLE', 'eligible'), ('INELIGIBLE', 'ineligible'),
-           ('REUSED', 'reused'), ('KEPT', 'kept'), ('EVICTED', 'evicted'), ('HITS', 'hits'),
-           ('BACKOFFS', 'backoffs'), ('SAVED_MS', 'saved_us'))
+# ---- the table ------------------------------------------------------------------
+#
+# Columns come in groups, each under its name. Where the table is wider than
+# the terminal (COLUMNS, else the terminal's own width, else 100 columns
+# when not a terminal): labels are shortened in the middle (directories
+# first, so file and line stay readable), down to MIN_LABEL; where that is
+# not enough, the groups are printed in blocks one above the other, each
+# block with the site, label (and rank) columns again; and columns that
+# are 0 in every row and say little then are left out where that saves a
+# block (a note names them).
+# --wide prints one table with everything.
+
+KEYS = (('SITE', 'site'), ('LABEL', 'label'))
+RANK_KEY = ('RANK', 'rank')
+GROUPS = (
+    ('captures', (('CAPTURES', 'captures'), ('RECAPTURED', 'recaptured'),
+                  ('BY_RECAP', 'by_recap'))),
+    ('not recaptured', (('FALLBACKS', 'fallbacks'), ('FRESH', 'fresh'),
+                        ('OBSERVED', 'observed'))),
+    ('changed nodes', (('ELIGIBLE', 'eligible'), ('INELIGIBLE', 'ineligible'))),
+    ('executables', (('REUSED', 'reused'), ('SAVED_MS', 'saved_us'))),
+    ('kept graphs', (('KEPT', 'kept'), ('EVICTED', 'evicted'), ('HITS', 'hits'),
+                     ('BACKOFFS', 'backoffs'))),
+)
+COLUMNS = KEYS + tuple(c for _, cols in GROUPS for c in cols)
+# Never left out, even at 0: a 0 here is news.
+ALWAYS_SHOWN = ('captures', 'recaptured', 'fallbacks', 'reused', 'saved_us')
+DEFAULT_WIDTH = 100
+MIN_LABEL = 30
+SEP = '  '
+
+# A file and line of a label ("/a/b/c.py:12"): its directories can go first.
+FILE_LINE = re.compile(r'(?P<dir>(?:[^\s/<>()]*/)+)(?P<base>[^\s/<>()]+:\d+)')
 
 
-def print_table(rows, totals):
-    render_table(COLUMNS, rows, [dict(totals, site='total', label='')])
+def shorten_middle(text, width):
+    """text cut in the middle to width columns, '...' where it was cut."""
+    if len(text) <= width:
+        return text
+    if width <= 3:
+        return text[:width]
+    head = (width - 3 + 1) // 2
+    tail = width - 3 - head
+    return text[:head] + '...' + (text[-tail:] if tail else '')
 
 
-def print_rank_table(rows, totals, by_rank, rank_totals):
+def _short_folders(text, width, matches):
+    """text with the folders of the matched files cut from the left, one
+    file after the other, until it fits ('...' where they were)."""
+    for m in matches:
+        excess = len(text) - width
+        if excess <= 0:
+            break
+        folder = m.group('dir')
+        keep = len(folder) - excess - 3
+        short = '...' + folder[-keep:] if keep > 1 else '.../'
+        if len(short) < len(folder):
+            text = text[:m.start('dir')] + short + text[m.end('dir'):]
+    return text
+
+
+def shorten_label(text, width):
+    """A label cut to width columns so that its file and line stay readable.
+    A default label reads "[RANGE @ ]FILE:LINE (FUNCTION)[ < FILE:LINE
+    (FUNCTION)]": first the folders go, the caller's then the capture's
+    own; then the caller's part (' < ...', or nothing where even that
+    does not fit, and then the capture's '.../' too); then the middle of
+    the capture's file name, keeping its extension and line; last the
+    middle of what is left. '...' marks each cut."""
+    if len(text) <= width:
+        return text
+    cut = text.find(' < ')
+    own, caller = (text[:cut], text[cut:]) if cut >= 0 else (text, '')
+    caller = _short_folders(caller, width - len(own), reversed(list(FILE_LINE.finditer(caller))))
+    if len(own) + len(caller) > width:
+        own = _short_folders(own, width - len(caller), reversed(list(FILE_LINE.finditer(own))))
+    if caller and len(own) + len(caller) > width:
+        caller = ' < ...' if len(own) + 6 <= width else ''
+    text = own + caller
+    if len(text) > width and caller != ' < ...':
+        own = own.replace('.../', '', 1)
+        text = own + caller
+    if len(text) <= width:
+        return text
+    m = FILE_LINE.search(own) or re.search(r'(?P<base>[^\s/<>()]+:\d+)', own)
+    if m:
+        base = m.group('base')
+        stem, _, rest = base.rpartition('.') if '.' in base.split(':')[0] else (base, '', '')
+        if stem and rest:
+            rest = '.' + rest
+        else:
+            stem, rest = base.split(':')[0], base[len(base.split(':')[0]):]
+        room = len(stem) - (len(text) - width)
+        if room >= 4:
+            text = text[:m.start('base')] + shorten_middle(stem, room) + rest + text[m.end('base'):]
+            if len(text) <= width:
+                return text
+    return shorten_middle(text, width)
+
+
+def cell(row, key):
+    v = row.get(key)
+    if key == 'saved_us':
+        return fmt_ms(v)
+    return '-' if v is None else str(v)
+
+
+def _pack(spans, room):
+    """Groups (their widths, in order) packed greedily into blocks no wider
+    than room; None where one group alone is wider."""
+    blocks, used = [], None
+    for i, span in enumerate(spans):
+        need = len(SEP) + span
+        if need > room:
+            return None
+        if used is not None and used + need <= room:
+            blocks[-1].append(i)
+            used += need
+        else:
+            blocks.append([i])
+            used = need
+    return blocks
+
+
+def _plan(fixed, natural_label, spans, width):
+    """(label width, blocks of group indices): the fewest blocks, then the
+    widest label, with the label no narrower than MIN_LABEL (or its own
+    width); every group alone where even that does not fit."""
+    if width is None:
+        return natural_label, [list(range(len(spans)))]
+    narrowest = min(natural_label, MIN_LABEL)
+    best = None
+    for label in range(natural_label, narrowest - 1, -1):
+        blocks = _pack(spans, width - fixed - label)
+        if blocks is not None and (best is None or len(blocks) < len(best[1])):
+            best = (label, blocks)
+            if len(blocks) == 1:
+                break
+    return best or (narrowest, [[i] for i in range(len(spans))])
+
+
+def table_lines(keys, lines, footer, width, groups=GROUPS):
+    """The table of lines (then a rule, then footer rows) fitted to width
+    (None: as wide as it needs), and the headers of the columns left out."""
+    rows = lines + footer
+    label_at = [k for _, k in keys].index('label')
+    key_cells = [[h] + [cell(r, k) for r in rows] for h, k in keys]
+    key_widths = [max(map(len, c)) for c in key_cells]
+    fixed = sum(key_widths) - key_widths[label_at] + len(SEP) * (len(keys) - 1)
+
+    def laid_out(hide):
+        """The groups with the columns not hidden, their cells, and their
+        widths (the last column wider where the group's name is)."""
+        kept = [(name, [(h, k) for h, k in cols if k not in hide]) for name, cols in groups]
+        kept = [(name, cols) for name, cols in kept if cols]
+        cells = [[[h] + [cell(r, k) for r in rows] for h, k in cols] for _, cols in kept]
+        widths = [[max(map(len, c)) for c in g] for g in cells]
+        for (name, _), w in zip(kept, widths):
+            w[-1] += max(0, len(name) - sum(w) - len(SEP) * (len(w) - 1))
+        spans = [sum(w) + len(SEP) * (len(w) - 1) for w in widths]
+        return kept, cells, widths, _plan(fixed, key_widths[label_at], spans, width)
+
+    kept, cells, widths, (label_width, blocks) = laid_out(())
+    hidden = []
+    if len(blocks) > 1:
+        zero = [k for _, cols in groups for h, k in cols if k not in ALWAYS_SHOWN
+                and all(cell(r, k) == '0' for r in rows)]
+        other = laid_out(zero)
+        if len(other[3][1]) < len(blocks):
+            kept, cells, widths, (label_width, blocks) = other
+            hidden = [h for _, cols in groups for h, k in cols if k in zero]
+    key_cells[label_at] = [key_cells[label_at][0]] + [
+        shorten_label(t, label_width) for t in key_cells[label_at][1:]]
+    key_widths[label_at] = max(map(len, key_cells[label_at]))
+    out = []
+    for block in blocks:
+        if out:
+            out.append('')
+        columns = list(zip(key_cells, key_widths, [True, True] + [False] * (len(keys) - 2)))
+        titles = [''.ljust(w) for w in key_widths]
+        for g in block:
+            span = sum(widths[g]) + len(SEP) * (len(widths[g]) - 1)
+            titles.append((kept[g][0] + ' ' + '-' * span)[:span])
+            columns += [(c, w, False) for c, w in zip(cells[g], widths[g])]
+        out.append(SEP.join(titles).rstrip())
+        for n in range(len(rows) + 1):
+            if n == len(rows) + 1 - len(footer):
+                out.append(SEP.join('-' * w for _, w, _ in columns))
+            out.append(SEP.join(c[n].ljust(w) if left else c[n].rjust(w)
+                                for c, w, left in columns).rstrip())
+    return out, hidden
+
+
+def site_table(rows, totals, width):
+    return table_lines(KEYS, rows, [dict(totals, site='total', label='')], width)
+
+
+def rank_table(rows, totals, by_rank, rank_totals, width):
     """One table for a run of several ranks: per site, a row per rank and an
-    `all` row; below the line, a total per rank and the total over all."""
-    columns = COLUMNS[:2] + (('RANK', 'rank'),) + COLUMNS[2:]
+    `all` row; below the rule, a total per rank and the total over all."""
+    keys = KEYS + (RANK_KEY,)
     lines = []
     for row in rows:
-        mine = [r for r in by_rank if r['site'] == row['site']]
-        lines.extend(mine)
+        lines.extend(r for r in by_rank if r['site'] == row['site'])
         lines.append(dict(row, rank='all'))
     footer = [dict(t, site='total', label='') for t in rank_totals]
     footer.append(dict(totals, site='total', label='', rank='all'))
-    render_table(columns, lines, footer)
+    return table_lines(keys, lines, footer, width)
 
 
-def render_table(columns, lines, footer):
-    def cell(row, key):
-        v = row.get(key)
-        if key == 'saved_us':
-            return fmt_ms(v)
-        return '-' if v is None else str(v)
-    table = [[h for h, _ in columns]]
-    table += [[cell(r, k) for _, k in columns] for r in lines + footer]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
-    for n, line in enumerate(table):
-        if n == len(table) - len(footer):
-            print('  '.join('-' * w for w in widths))
-        out = [text.ljust(widths[i]) if i < 2 else text.rjust(widths[i])
-               for i, text in enumerate(line)]
-        print('  '.join(out).rstrip())
+def wrapped(text, width, indent='', hanging='  '):
+    if width is None:
+        return [indent + text]
+    return textwrap.wrap(text, max(width, 40), initial_indent=indent,
+                         subsequent_indent=indent + hanging, break_on_hyphens=False,
+                         break_long_words=False) or ['']
 
 
-def print_ranks(logs):
+def switch_text(calls):
+    """Where logged fallbacks switched to a driver capture."""
+    if not calls:
+        return ''
+    if len(calls) == 1:
+        return f' (switched to a driver capture at call {next(iter(calls))})'
+    common = calls.most_common(1)[0][0]
+    return (f' (switched to a driver capture at calls {min(calls)}-{max(calls)}, '
+            f'most often {common})')
+
+
+def site_heading(site, width, indent='  '):
+    """A site's id and label on one line, the label shortened to fit."""
+    if not site.label:
+        return indent + site.id
+    room = None if width is None else max(width - len(indent) - 18, MIN_LABEL)
+    return f'{indent}{site.id}  {site.label if room is None else shorten_label(site.label, room)}'
+
+
+def fallback_lines(logs, rows, width):
+    """Per site with fallbacks: each reason and how many fell back for it,
+    exact where the end events count them, else what the capture events
+    logged (then marked sampled)."""
+    out = []
+    for row in rows:
+        if not row['fallbacks']:
+            continue
+        site = logs.sites[row['site']]
+        if not out:
+            out += ['', 'Fallbacks by reason:']
+        out.append(site_heading(site, width))
+        head = f'{row["fallbacks"]} of {row["captures"]} captures fell back'
+        if not site.fallback_reasons_exact:
+            head += (f'; sampled: the log holds {site.fallbacks_logged} of them, the counts '
+                     'below are of those')
+        cand = candidates_summary(site.candidates)
+        if cand:
+            head += (f'; captures were matched against {cand["mean"]:.1f} kept graph(s) on '
+                     f'average, {cand["max"]} at most')
+        out += wrapped(head, width, '    ')
+        for reason, n in site.fallback_reasons.most_common():
+            calls = site.switch_calls.get(reason)
+            out += wrapped(f'{n:>7}  {reason}{switch_text(calls)}', width, '    ', ' ' * 9)
+    return out
+
+
+def footer_lines(logs, width):
+    out = ['']
+    ended = sum(1 for k in logs.starts if k in logs.ends)
+    out.append(f'{len(logs.starts)} process(es), {ended} with an end event; '
+               f'{logs.lines} lines read; {len(logs.sites)} site(s)')
+    if len(logs.starts) > ended:
+        out.append(f'note: {len(logs.starts) - ended} process(es) have no end event '
+                   '(killed, or still running)')
+    out += rank_lines(logs)
+    if logs.malformed:
+        out.append(f'{logs.malformed} malformed line(s) skipped; first at {logs.first_malformed}')
+    if logs.unmatched:
+        out.append('RECAP_SITES entries that selected no site: ' +
+                   ', '.join(repr(e) for e in sorted(logs.unmatched)))
+    if logs.warnings or logs.errors:
+        out.append(f'{logs.warnings} warning(s), {logs.errors} error(s):')
+        for (kind, message), n in logs.messages.most_common(5):
+            out.append(f'  {n} x {kind}: {message}')
+    out += wrapped('SAVED_MS: reuses x mean "new" instantiation time (the site\'s, else all '
+                   'sites\') minus the reuses\' own time; "-" when no instantiation time is '
+                   'known.', width)
+    return out
+
+
+def report_text(logs, rows, totals, by_rank, rank_totals, width):
+    """Everything `recap report` prints without --json or --csv."""
+    if rank_totals:
+        out, hidden = rank_table(rows, totals, by_rank, rank_totals, width)
+    else:
+        out, hidden = site_table(rows, totals, width)
+    out += footer_lines(logs, width)
+    if hidden:
+        out += wrapped(f'Not shown, 0 in every row: {", ".join(hidden)} (--wide shows every '
+                       'column).', width)
+    out += fallback_lines(logs, rows, width)
+    return out
+
+
+def rank_lines(logs):
     """What the logs say about the run's ranks, and what looks wrong: a rank
     logged by several processes, world sizes that disagree, ranks missing."""
     summary = rank_summary(logs)
+    out = []
     if not summary:
-        return
+        return out
     named = [e for e in summary if e['rank_var']]
     if named:
         variables = sorted({e['rank_var'] for e in named})
         sizes = sorted({e['world_size'] for e in named if e['world_size'] is not None})
         size_text = (f' of world size {sizes[0]}' if len(sizes) == 1 else
                      f'; world sizes disagree: {", ".join(map(str, sizes))}' if sizes else '')
-        print(f'ranks {", ".join(e["rank"] for e in named)}{size_text} '
-              f'(from {", ".join(variables)})')
+        out.append(f'ranks {", ".join(e["rank"] for e in named)}{size_text} '
+                   f'(from {", ".join(variables)})')
         if len(sizes) == 1:
             missing = sorted(set(range(sizes[0])) - {int(e['rank']) for e in named})
             if missing:
                 shown = ', '.join(map(str, missing[:16])) + (', ...' if len(missing) > 16 else '')
-                print(f'note: no log from rank(s) {shown}')
+                out.append(f'note: no log from rank(s) {shown}')
     unnamed = [e for e in summary if not e['rank_var']]
     if unnamed and len(summary) > 1:
-        print(f'{len(unnamed)} process(es) without a rank variable, shown by pid')
+        out.append(f'{len(unnamed)} process(es) without a rank variable, shown by pid')
     for e in summary:
         if len(e['pids']) > 1:
-            print(f'note: rank {e["rank"]} was logged by {len(e["pids"])} processes (pids '
-                  f'{", ".join(map(str, e["pids"]))}): a restart, or children; summed')
+            out.append(f'note: rank {e["rank"]} was logged by {len(e["pids"])} processes (pids '
+                       f'{", ".join(map(str, e["pids"]))}): a restart, or children; summed')
+    return out
 
 
-def print_footer(logs):
-    print()
-    ended = sum(1 for k in logs.starts if k in logs.ends)
-    print(f'{len(logs.starts)} process(es), {ended} with an end event; '
-          f'{logs.lines} lines read; {len(logs.sites)} site(s)')
-    if len(logs.starts) > ended:
-        print(f'note: {len(logs.starts) - ended} process(es) have no end event '
-              '(killed, or still running)')
-    print_ranks(logs)
-    if logs.malformed:
-        print(f'{logs.malformed} malformed line(s) skipped; first at {logs.first_malformed}')
-    if logs.unmatched:
-        print('RECAP_SITES entries that selected no site: ' +
-              ', '.join(repr(e) for e in sorted(logs.unmatched)))
-    if logs.warnings or logs.errors:
-        print(f'{logs.warnings} warning(s), {logs.errors} error(s):')
-        for (kind, message), n in logs.messages.most_common(5):
-            print(f'  {n} x {kind}: {message}')
-    print('SAVED_MS: reuses x mean "new" instantiation time (the site\'s, else all sites\') '
-          'minus the reuses\' own time; "-" when no instantiation time is known.')
+# ---- CSV ------------------------------------------------------------------------
+
+CSV_KEYS = ('site', 'label', 'rank') + tuple(k for _, k in COLUMNS[2:] if k != 'saved_us') + (
+    'instantiations', 'failed_updates', 'inst_new_us', 'reuse_us', 'saved_us',
+    'fallback_reasons', 'fallback_reasons_sampled')
+
+
+def write_csv(stream, rows, totals, by_rank, rank_totals):
+    """The table's rows as CSV with the JSON's keys: per site a row per rank
+    (several ranks only) and an `all` row, then the totals (site `total`).
+    Times in microseconds; fallback_reasons as a JSON object."""
+    out = csv.writer(stream, lineterminator='\n')
+    out.writerow(CSV_KEYS)
+    lines = []
+    for row in rows:
+        if rank_totals:
+            lines.extend(r for r in by_rank if r['site'] == row['site'])
+        lines.append(dict(row, rank='all'))
+    lines += [dict(t, site='total', label='') for t in rank_totals]
+    lines.append(dict(totals, site='total', label='', rank='all'))
+    for r in lines:
+        values = []
+        for k in CSV_KEYS:
+            v = r.get(k)
+            if k == 'fallback_reasons':
+                v = json.dumps(v, ensure_ascii=False) if v is not None else ''
+            elif isinstance(v, bool):
+                v = 'true' if v else 'false'
+            elif isinstance(v, float):
+                v = f'{v:.1f}'
+            values.append('' if v is None else v)
+        out.writerow(values)
