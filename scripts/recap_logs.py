@@ -32,12 +32,18 @@ Log schema (JSON Lines, one object per line, "event" first, then "pid"):
                reason (str or null; a "new" whose reason contains "fail" is an
                executable update that failed and fell back to instantiation),
                us (float)
-  reuse        site, state ("stopped" | "resumed" | "typed"), reason, backoff
-               (captures until it tries again), hits, misses; "typed": an
+  reuse        site, state ("stopped" | "resumed" | "typed"), reason, seq
+               (stopped and resumed: the captures the site had begun then),
+               backoff (captures until it tries again), hits, misses; "typed": an
                update between two graphs of one node count failed, so the
                site's shapes count node types and edges from then on
   warning      site (or null), message
   error        site (or null), message
+  timeline     (at exit, one per site that captured, before end) site, window
+               (captures per window), windows (how many hold captures), and
+               per window: counts by_recap, by_driver, fallback, fresh,
+               observe, new, update, delta, reuse (each only where not all
+               zero), capture_us, inst_us (whole microseconds)
   end          sites (array of objects: site, captures, recaptured, fallbacks,
                fresh, observed, nodes, changed, eligible, ineligible, errors,
                capture_us, instantiations, reused, new, update, delta, reuse,
