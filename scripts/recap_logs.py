@@ -114,6 +114,13 @@ class Site:
         self.failed_updates = 0
         self.update_fail_reasons = collections.Counter()
         self.warnings = 0
+        self.messages = collections.Counter()     # (kind, message) of its warnings, errors
+        # Per process only (never merged): its logged capture and
+        # instantiate events in log order when read with keep_events,
+        # its reuse events, its timeline event.
+        self.events = []
+        self.reuse = []
+        self.timeline = None
         # what recap kept for the site (end events only)
         self.kept = 0
         self.evicted = 0
@@ -126,7 +133,8 @@ class Site:
 
 
 class Logs:
-    def __init__(self):
+    def __init__(self, keep_events=False):
+        self.keep_events = keep_events
         self.sites = {}
         self.order = []
         self.malformed = 0
@@ -194,6 +202,37 @@ def _num(ev, key):
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f'"{key}" is not a number')
     return float(v)
+
+
+# One logged capture, instantiation, reuse-gate change (Site.events, .reuse).
+# An instantiation's `after` and a reuse change's `after` are the highest
+# capture seq the process had logged for the site when it was written.
+Capture = collections.namedtuple('Capture', 'seq path by us nodes changed eligible ineligible '
+                                 'reason candidates switch_call result')
+Instantiation = collections.namedtuple('Instantiation', 'seq how us reason after')
+Reuse = collections.namedtuple('Reuse', 'state reason seq backoff after')
+
+TIMELINE_COUNTS = ('by_recap', 'by_driver', 'fallback', 'fresh', 'observe',
+                   'new', 'update', 'delta', 'reuse')
+
+
+def _timeline(ev):
+    """A timeline event's counts per window: {'window', 'windows', and per
+    key of TIMELINE_COUNTS, capture_us, inst_us a list of one number per
+    window (zeros where the event left the key out)}."""
+    window, windows = ev.get('window'), ev.get('windows')
+    if not _count(window) or not window or not _count(windows) or windows > 4096:
+        raise ValueError('"window" or "windows" is not a positive count')
+    out = {'window': window, 'windows': windows}
+    for key in TIMELINE_COUNTS + ('capture_us', 'inst_us'):
+        v = ev.get(key)
+        if v is None:
+            v = [0] * windows
+        if not isinstance(v, list) or len(v) != windows or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in v):
+            raise ValueError(f'"{key}" is not {windows} counts')
+        out[key] = v
+    return out
 
 
 def _count(v):
@@ -282,6 +321,12 @@ def read_event(logs, ev, source):
         site.ineligible += values['ineligible']
         site.errors += values['errors']
         site.capture_us += us
+        if logs.keep_events:
+            site.events.append(Capture(
+                seq if _count(seq) else 0, path, ev.get('by') if path == 'recapture' else None,
+                us, values['nodes'], values['changed'], values['eligible'],
+                values['ineligible'], reason, candidates if _count(candidates) else None,
+                switch_call if _count(switch_call) else None, _text(ev, 'result')))
         if path == 'fallback':
             site.fallback_reasons[reason or 'no reason given'] += 1
             site.fallbacks_logged += 1
@@ -300,6 +345,10 @@ def read_event(logs, ev, source):
         reason = _text(ev, 'reason')
         site = logs.proc_site(source, ev.get('pid'), site_id)
         site.inst[how] += 1
+        if logs.keep_events:
+            seq = ev.get('seq')
+            site.events.append(Instantiation(seq if _count(seq) else 0, how, us, reason,
+                                             site.max_seq))
         if how == 'new':
             site.inst_new_us += us
             if reason and 'fail' in reason.lower():
@@ -307,11 +356,22 @@ def read_event(logs, ev, source):
                 site.update_fail_reasons[reason] += 1
         else:
             site.reuse_us += us
+    elif kind == 'reuse':
+        site = logs.proc_site(source, ev.get('pid'), _site_id(ev))
+        state = _text(ev, 'state')
+        seq, backoff = ev.get('seq'), ev.get('backoff')
+        site.reuse.append(Reuse(state or '', _text(ev, 'reason'),
+                                seq if _count(seq) and seq else None,
+                                backoff if _count(backoff) else 0, site.max_seq))
+    elif kind == 'timeline':
+        site = logs.proc_site(source, ev.get('pid'), _site_id(ev))
+        site.timeline = _timeline(ev)
     elif kind in ('warning', 'error'):
         message = _text(ev, 'message') or ''
         s = ev.get('site')
         if s is not None:
             logs.site(_site_id(ev)).warnings += 1
+            logs.site(_site_id(ev)).messages[(kind, message)] += 1
         if kind == 'warning':
             logs.warnings += 1
         else:
@@ -397,8 +457,11 @@ def _merge_processes(logs):
             _merge_site(per_rank[rank], site)
 
 
-def read_logs(paths):
-    logs = Logs()
+def read_logs(paths, keep_events=False):
+    """Logs read from paths ('-': standard input). keep_events keeps each
+    process's capture and instantiate events per site (Site.events), for
+    pictures of the run; counting alone does without."""
+    logs = Logs(keep_events)
     for path in paths:
         try:
             if path == '-':

@@ -135,6 +135,8 @@ def fmt_ms(us):
 
 
 def cmd_report(args):
+    if args.html:
+        return write_html(args)
     logs = read_logs(args.logs)
     rows, totals, by_rank, rank_totals = report_rows(logs)
     if args.json:
@@ -152,6 +154,33 @@ def cmd_report(args):
             print(line)
     for problem in logs.unreadable:
         print(f'recap: cannot read {problem}', file=sys.stderr)
+    return 1 if logs.unreadable else 0
+
+
+def write_html(args):
+    """recap report --html FILE: the page of the logs (recap_html)."""
+    import recap_html
+    logs = read_logs(args.logs, keep_events=True)
+    for problem in logs.unreadable:
+        print(f'recap: cannot read {problem}', file=sys.stderr)
+    text = recap_html.page(logs, [p if p != '-' else '<stdin>' for p in args.logs])
+    try:
+        if args.html == '-':
+            sys.stdout.write(text)
+        else:
+            with open(args.html, 'w', encoding='utf-8') as f:
+                f.write(text)
+    except OSError as e:
+        print(f'recap: cannot write {args.html}: {e.strerror}', file=sys.stderr)
+        return 1
+    if args.html != '-':
+        lanes = sum(len(sites) for sites in logs.proc_sites.values())
+        print(f'recap: wrote {args.html} ({len(text.encode()) // 1024 + 1} KiB): '
+              f'{len(logs.sites)} site(s), {lanes} lane(s), '
+              f'{len(logs.starts)} process(es)')
+    if logs.malformed:
+        print(f'recap: {logs.malformed} malformed line(s) skipped; first at '
+              f'{logs.first_malformed}', file=sys.stderr)
     return 1 if logs.unreadable else 0
 
 
