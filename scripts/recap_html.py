@@ -64,7 +64,7 @@ table { border-collapse: collapse; font-size: 11px; }
 th, td { padding: 2px 5px; text-align: right; border-bottom: 1px solid #e9ecef; }
 th { font-weight: 600; }
 th:nth-child(-n+2), td:nth-child(-n+2) { text-align: left; }
-td.label { min-width: 16em; max-width: 30em; overflow-wrap: anywhere; }
+td.label { min-width: 8em; max-width: 28em; overflow-wrap: anywhere; }
 tr.groups th { font-weight: normal; color: #868e96; text-align: left;
                border-bottom: 1px solid #ced4da; }
 tr.total td { font-weight: 600; border-top: 2px solid #adb5bd; }

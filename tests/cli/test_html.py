@@ -311,6 +311,22 @@ class RealRun(PageBase):
             self.assertEqual(len(marks(lane, 'c')), logged[sid])
             self.assertIn('all captures', lane.find('svg')[0].all_text())
 
+    def test_back_off_from_a_real_run(self):
+        # New shapes every capture: the site misses 64 times, stops keeping
+        # for 64 captures, then tries again.
+        log = standin_run(self, 'fresh_shapes', 120, os.path.join(self.dir, 'shapes.jsonl'))
+        with open(log) as f:
+            reuse = [e for e in map(json.loads, f) if e['event'] == 'reuse']
+        stopped = [e for e in reuse if e['state'] == 'stopped']
+        self.assertTrue(stopped, reuse)
+        self.assertTrue(all(isinstance(e.get('seq'), int) and e['seq'] > 0 for e in reuse), reuse)
+        _, root, _ = self.page(log)
+        (lane,) = root.find('section', 'lane')
+        bands = [r.children[0].text for r in lane.find('rect') if 'backoff' in r.classes()]
+        self.assertEqual(len(bands), len(stopped))
+        self.assertIn(f'back-off at capture {stopped[0]["seq"]}: keeps nothing and looks for '
+                      f'nothing for {stopped[0]["backoff"]} captures', bands[0])
+
     def test_hundred_thousand_captures(self):
         log = standin_run(self, 'params', 100000, os.path.join(self.dir, 'big.jsonl'))
         text, root, _ = self.page(log)
