@@ -24,6 +24,7 @@ import html
 import math
 
 import recap_report as report
+from recap_advice import us_text
 from recap_logs import Capture, Instantiation
 
 WIDTH = 1000                  # the lanes' SVG coordinate width
@@ -99,10 +100,6 @@ def esc(text):
 
 def num(n):
     return f'{n:,}'
-
-
-def us_text(us):
-    return f'{us:,.1f} µs' if us < 10000 else f'{us / 1000:,.2f} ms'
 
 
 def capture_key(c):
@@ -477,8 +474,9 @@ def process_rows(logs, proc):
     return out
 
 
-def page(logs, paths, advice=None):
-    """The whole page as text. advice: {site id: [lines]} or None."""
+def page(logs, paths, advise=None):
+    """The whole page as text. advise(site, about) -> [Advice]: the advice
+    for one process's site (about: the site over all processes)."""
     rows, totals, _, _ = report.report_rows(logs)
     procs = sorted(set(logs.proc_sites) | set(logs.starts),
                    key=lambda p: (logs.rank_of(p), repr(p)))
@@ -509,9 +507,9 @@ def page(logs, paths, advice=None):
             n = max([row['captures'], ps.max_seq] +
                     ([(ps.timeline['windows'] - 1) * ps.timeline['window'] + 1]
                      if ps.timeline else []))
-            body.append(lane(lanes_done, ps, logs.sites[site_id], row, n, budget,
-                             (advice or {}).get(site_id, []), ended and site_id in
-                             logs.end_counts.get(proc, {})))
+            advice = [a.text for a in advise(ps, logs.sites[site_id])] if advise else []
+            body.append(lane(lanes_done, ps, logs.sites[site_id], row, n, budget, advice,
+                             ended and site_id in logs.end_counts.get(proc, {})))
             lanes_done += 1
         body.append('</section>')
     ended = sum(1 for k in logs.starts if k in logs.ends)

@@ -100,6 +100,9 @@ class Site:
         self.fallbacks_logged = 0
         self.switch_calls = {}      # fallback reason -> Counter of switch_call
         self.candidates = collections.Counter()   # logged "candidates" -> captures
+        self.node_counts = collections.Counter()  # logged captures' node counts
+        self.changed_max = 0                      # most changed nodes of a logged recapture
+        self.stop_reasons = collections.Counter() # why its reuse gate stopped (reuse events)
         self.max_seq = 0
         self.fresh_reasons = collections.Counter()
         self.nodes = 0
@@ -313,6 +316,10 @@ def read_event(logs, ev, source):
             site.max_seq = max(site.max_seq, seq)
         if _count(candidates):
             site.candidates[candidates] += 1
+        if values['nodes'] > 0:
+            site.node_counts[values['nodes']] += 1
+        if path == 'recapture':
+            site.changed_max = max(site.changed_max, values['changed'])
         if path == 'recapture' and ev.get('by') == 'recap':
             site.paths['by_recap'] += 1
         site.nodes += values['nodes']
@@ -360,6 +367,8 @@ def read_event(logs, ev, source):
         site = logs.proc_site(source, ev.get('pid'), _site_id(ev))
         state = _text(ev, 'state')
         seq, backoff = ev.get('seq'), ev.get('backoff')
+        if state == 'stopped':
+            site.stop_reasons[_text(ev, 'reason') or 'no reason given'] += 1
         site.reuse.append(Reuse(state or '', _text(ev, 'reason'),
                                 seq if _count(seq) and seq else None,
                                 backoff if _count(backoff) else 0, site.max_seq))
@@ -419,8 +428,9 @@ def _merge_site(into, site):
                 'kept', 'evicted', 'hits', 'backoffs'):
         setattr(into, key, getattr(into, key) + getattr(site, key))
     for key in ('paths', 'fallback_reasons', 'fresh_reasons', 'inst', 'update_fail_reasons',
-                'candidates'):
+                'candidates', 'node_counts', 'stop_reasons'):
         getattr(into, key).update(getattr(site, key))
+    into.changed_max = max(into.changed_max, site.changed_max)
     into.fallbacks_logged += site.fallbacks_logged
     into.fallback_reasons_exact = into.fallback_reasons_exact and site.fallback_reasons_exact
     into.max_seq = max(into.max_seq, site.max_seq)

@@ -13,6 +13,7 @@ import shutil
 import sys
 import textwrap
 
+import recap_advice
 from recap_logs import read_logs  # noqa: F401  (recap config reads logs through here)
 
 
@@ -139,6 +140,8 @@ def cmd_report(args):
         return write_html(args)
     logs = read_logs(args.logs)
     rows, totals, by_rank, rank_totals = report_rows(logs)
+    for row in rows:
+        row['advice'] = [dict(a._asdict()) for a in recap_advice.advise(logs.sites[row['site']])]
     if args.json:
         json.dump({'sites': rows, 'totals': totals, 'malformed_lines': logs.malformed,
                    'processes': len(logs.starts), 'warnings': logs.warnings,
@@ -163,7 +166,8 @@ def write_html(args):
     logs = read_logs(args.logs, keep_events=True)
     for problem in logs.unreadable:
         print(f'recap: cannot read {problem}', file=sys.stderr)
-    text = recap_html.page(logs, [p if p != '-' else '<stdin>' for p in args.logs])
+    text = recap_html.page(logs, [p if p != '-' else '<stdin>' for p in args.logs],
+                           advise=recap_advice.advise)
     try:
         if args.html == '-':
             sys.stdout.write(text)
@@ -483,6 +487,22 @@ def report_text(logs, rows, totals, by_rank, rank_totals, width):
         out += wrapped(f'Not shown, 0 in every row: {", ".join(hidden)} (--wide shows every '
                        'column).', width)
     out += fallback_lines(logs, rows, width)
+    out += advice_lines(logs, rows, width)
+    return out
+
+
+def advice_lines(logs, rows, width):
+    """Per site with advice (recap_advice), its lines, each naming the
+    figures it rests on."""
+    out = []
+    for row in rows:
+        if not row.get('advice'):
+            continue
+        if not out:
+            out += ['', 'What the program could change (from the figures above):']
+        out.append(site_heading(logs.sites[row['site']], width))
+        for advice in row['advice']:
+            out += wrapped(f'- {advice["text"]}', width, '    ', '  ')
     return out
 
 

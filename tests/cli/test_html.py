@@ -20,6 +20,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.environ['RECAP_SCRIPT']))
 from test_recap import Base, capture, ev, inst, recap  # noqa: E402
+from preload import preload_value  # noqa: E402  (test_recap put tests/support on the path)
 from test_report import end_entry, site, start  # noqa: E402
 import recap_html  # noqa: E402
 
@@ -272,8 +273,9 @@ def standin_run(t, name, iterations, log, extra=None):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(('RECAP_', 'STANDIN_', 'SCENARIO_')) and k not in
            ('LD_PRELOAD', 'RANK', 'WORLD_SIZE')}
-    env.update(LD_PRELOAD=os.environ['RECAP_LIB'], RECAP_LOG=log,
-               STANDIN_DRIVER_VERSION='13000')
+    env.update(LD_PRELOAD=preload_value(os.environ.get('RECAP_TEST_PRELOAD_PREFIX'),
+                                        os.environ['RECAP_LIB']),
+               RECAP_LOG=log, STANDIN_DRIVER_VERSION='13000')
     env.update(extra or {})
     p = subprocess.run([os.environ['SCENARIO_BIN'], name, str(iterations)], env=env,
                        capture_output=True, text=True, timeout=300)

@@ -20,6 +20,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.environ['RECAP_SCRIPT']))
 from test_recap import Base, capture, ev, inst, recap  # noqa: E402
+from preload import preload_value  # noqa: E402  (test_recap put tests/support on the path)
 import recap_report  # noqa: E402
 
 A = '00000000000000aa'
@@ -328,8 +329,9 @@ class RealRun(Base):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(('RECAP_', 'STANDIN_', 'SCENARIO_')) and k != 'LD_PRELOAD'}
         log = os.path.join(self.dir, 'real.jsonl')
-        env.update(LD_PRELOAD=os.environ['RECAP_LIB'], RECAP_LOG=log,
-                   STANDIN_DRIVER_VERSION='13000')
+        env.update(LD_PRELOAD=preload_value(os.environ.get('RECAP_TEST_PRELOAD_PREFIX'),
+                                            os.environ['RECAP_LIB']),
+                   RECAP_LOG=log, STANDIN_DRIVER_VERSION='13000')
         p = subprocess.run([os.environ['SCENARIO_BIN'], 'params', '120'], env=env,
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
