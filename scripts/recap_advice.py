@@ -77,6 +77,19 @@ def per_capture(site):
     return capture, inst
 
 
+def saving(site):
+    """(text, figures): what replaying instead of capturing would save per
+    iteration, the mean capture and instantiation time a capture here
+    took (the exact counters)."""
+    capture, inst = per_capture(site)
+    text = (f'{us_text(capture + inst)} per iteration (capture {us_text(capture)}, '
+            f'instantiation {us_text(inst)} on average)' if sum(site.inst.values()) else
+            f'{us_text(capture)} per iteration (the mean capture; its graphs were never '
+            f'instantiated)')
+    return text, {'capture_us': capture, 'instantiation_us': inst,
+                  'saved_us_per_iteration': capture + inst}
+
+
 def shapes(site):
     """(k, how): the shapes that recur at the site, from its logged
     captures' node counts (those seen twice or more) or from how many kept
@@ -117,17 +130,12 @@ def capture_once(site, about):
     if n < MIN_REPEATS or site.paths['fallback'] or site.changed or site.ineligible \
             or site.errors or shapes(site)[0] >= 2:
         return None
-    capture, inst = per_capture(site)
-    cost = (f'the capture ({us_text(capture)}) and instantiation ({us_text(inst)}) a capture '
-            f'here took on average' if sum(site.inst.values()) else
-            'the time a capture here took on average (its graphs were never instantiated)')
+    saved, figures = saving(site)
     return Advice('capture_once', (
         f'All {n:,} repeat captures changed no node (0 changed nodes over them in the log): '
         f'the graph is the same each time. Capture it once and replay it: '
-        f'{replay_call(about)}. That would save about {us_text(capture + inst)} per '
-        f'iteration, {cost}.'),
-        {'repeat_captures': n, 'changed': 0, 'capture_us': capture, 'instantiation_us': inst,
-         'saved_us_per_iteration': capture + inst})
+        f'{replay_call(about)}. That would save about {saved}.'),
+        dict(figures, repeat_captures=n, changed=0))
 
 
 def static_inputs(site, about):
@@ -145,7 +153,7 @@ def static_inputs(site, about):
     nodes = site.nodes / site.captures if site.captures else 0.0
     if mean > FEW_NODES or not nodes or mean > FEW_FRACTION * nodes:
         return None
-    capture, inst = per_capture(site)
+    saved, figures = saving(site)
     how = ('copy the new inputs into static tensors the graph reads, then g.replay() '
            '(torch.cuda.graph captured once)' if framework(about) == 'pytorch' else
            'copy the new inputs into the buffers the graph reads (or set those nodes\' '
@@ -154,12 +162,9 @@ def static_inputs(site, about):
     return Advice('static_inputs', (
         f'The {n:,} repeat captures changed {mean:.1f} of {nodes:.0f} nodes each on average'
         f'{most}: the same graph with a few new parameters. Capture it once and each '
-        f'iteration {how}. That would save up to {us_text(capture + inst)} per iteration '
-        f'(capture {us_text(capture)}, instantiation {us_text(inst)} on average), less the '
-        f'copies.'),
-        {'repeat_captures': n, 'changed_per_capture': mean, 'nodes': nodes,
-         'changed_max_logged': site.changed_max, 'capture_us': capture,
-         'instantiation_us': inst, 'saved_us_per_iteration': capture + inst})
+        f'iteration {how}. That would save up to {saved}, less the copies.'),
+        dict(figures, repeat_captures=n, changed_per_capture=mean, nodes=nodes,
+             changed_max_logged=site.changed_max))
 
 
 def graph_per_shape(site, about):
@@ -171,18 +176,16 @@ def graph_per_shape(site, about):
     k, how = shapes(site)
     if k < 2 or site.captures < 2 * k or site.captures < MIN_REPEATS:
         return None
-    capture, inst = per_capture(site)
+    saved, figures = saving(site)
     keep = ('torch.compile(mode="reduce-overhead") does this, or a dict from shape to '
             'torch.cuda.CUDAGraph' if framework(about) == 'pytorch' else
             'a map from shape to executable graph does this: capture and instantiate a '
             'shape the first time, launch it after')
     return Advice('graph_per_shape', (
         f'{k} shapes cycle through this site ({how}) over {site.captures:,} captures: keep '
-        f'one graph per shape and replay it ({keep}). That would save about '
-        f'{us_text(capture + inst)} per iteration once each shape is captured (capture '
-        f'{us_text(capture)}, instantiation {us_text(inst)} on average).'),
-        {'shapes': k, 'captures': site.captures, 'capture_us': capture,
-         'instantiation_us': inst, 'saved_us_per_iteration': capture + inst})
+        f'one graph per shape and replay it ({keep}). Once each shape is captured, that '
+        f'would save about {saved}.'),
+        dict(figures, shapes=k, captures=site.captures))
 
 
 def _not_recorded(site, pattern):
@@ -222,16 +225,13 @@ def conditional_nodes(site, about):
     found, logged, fresh = _not_recorded(site, r'conditional')
     if not found or site.captures < 2:
         return None
-    capture, inst = per_capture(site)
+    saved, figures = saving(site)
     return Advice('conditional_nodes', (
         f'This site\'s graphs hold conditional nodes ({logged} logged captures say so), which '
         f'recap does not record, and the program captured them {site.captures:,} times. A '
         f'graph with conditional nodes decides on the device (cudaGraphSetConditional from a '
-        f'kernel): capture it once and launch it each iteration, saving about '
-        f'{us_text(capture + inst)} per iteration (capture {us_text(capture)}, instantiation '
-        f'{us_text(inst)} on average).'),
-        {'fresh': fresh, 'captures': site.captures, 'logged_with_reason': logged,
-         'capture_us': capture, 'instantiation_us': inst})
+        f'kernel): capture it once and launch it each iteration, saving about {saved}.'),
+        dict(figures, fresh=fresh, captures=site.captures, logged_with_reason=logged))
 
 
 def _top_fallback(site):
