@@ -499,7 +499,7 @@ def advice_lines(logs, rows, width):
         if not row.get('advice'):
             continue
         if not out:
-            out += ['', 'What the program could change (from the figures above):']
+            out += ['', 'What the program could change (from this log\'s figures):']
         out.append(site_heading(logs.sites[row['site']], width))
         for advice in row['advice']:
             out += wrapped(f'- {advice["text"]}', width, '    ', '  ')
