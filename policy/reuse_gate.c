@@ -12,7 +12,9 @@ int gate_open(struct reuse_gate *g, unsigned long now, enum gate_change *change)
     if (now < g->reopen_at)
         return 0;
     g->closed = 0;
-    g->hits = g->misses = g->failures_in_row = 0;
+    g->probing = 1;
+    g->hits = g->misses = g->failures = 0;
+    g->net_us = 0;
     *change = GATE_REOPENED;
     return 1;
 }
@@ -26,8 +28,11 @@ static enum gate_change gate_close(struct reuse_gate *g, unsigned long now, enum
     g->closings++;
     g->last_hits = g->hits;
     g->last_misses = g->misses;
+    g->last_failures = g->failures;
+    g->last_net_us = g->net_us;
     g->backoff = g->backoff * 2 <= GATE_BACKOFF_MAX ? g->backoff * 2 : GATE_BACKOFF_MAX;
-    g->hits = g->misses = g->failures_in_row = 0;
+    g->hits = g->misses = g->failures = 0;
+    g->net_us = 0;
     return why;
 }
 
@@ -42,26 +47,28 @@ enum gate_change gate_close_over_budget(struct reuse_gate *g, unsigned long now,
     return gate_close(g, now, GATE_CLOSED_OVER_BUDGET);
 }
 
-enum gate_change gate_record(struct reuse_gate *g, enum gate_look look, unsigned long now)
+enum gate_change gate_record(struct reuse_gate *g, enum gate_look look, double net_us,
+                             unsigned long now)
 {
     if (g->closed)
         return GATE_SAME;
-    if (look == GATE_HIT) {
+    g->net_us += net_us;
+    if (look == GATE_HIT)
         g->hits++;
-        g->failures_in_row = 0;
-    } else {
+    else if (look == GATE_MISS)
         g->misses++;
-        if (look == GATE_FAILED && ++g->failures_in_row >= GATE_FAILURES_IN_ROW)
-            return gate_close(g, now, GATE_CLOSED_FAILURES);
-        if (look == GATE_MISS)
-            g->failures_in_row = 0;
-    }
-    if (g->hits + g->misses < GATE_WINDOW)
+    else if (++g->failures >= GATE_FAILURES_EAGER && g->hits == 0 && g->net_us < 0)
+        return gate_close(g, now, GATE_CLOSED_COST);
+    if (g->hits + g->misses + g->failures < (g->probing ? GATE_PROBE_WINDOW : GATE_WINDOW))
         return GATE_SAME;
-    if (g->misses > g->hits)
+    g->probing = 0;
+    if (g->misses > g->hits + g->failures)
         return gate_close(g, now, GATE_CLOSED_MISSES);
+    if (g->failures && g->net_us < 0)
+        return gate_close(g, now, GATE_CLOSED_COST);
     /* A good window: the next closing starts the back-off afresh. */
     g->backoff = 0;
-    g->hits = g->misses = 0;
+    g->hits = g->misses = g->failures = 0;
+    g->net_us = 0;
     return GATE_SAME;
 }

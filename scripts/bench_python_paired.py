@@ -17,7 +17,8 @@ launch, wait, release; cuda.core: begin, kernels, end, complete and
 launch, wait, close) each step's median in us, and the mismatches. The
 first 10 iterations are warm-up.
 
-usage: bench_python_paired.py torch|cupy|cuda_core ITERATIONS
+usage: bench_python_paired.py torch|cupy|cuda_core|resnet18|decoder ITERATIONS
+(resnet18 and decoder: real models, from bench_models.py)
 Exit 0, 1 on a wrong or differing result, 2 on bad usage, 77 when the
 program's package or a GPU is missing.
 """
@@ -30,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "gpu"))
 sys.path.insert(0, HERE)
 import benchlib  # noqa: E402
+import bench_models  # noqa: E402
 
 WAYS = ("self", "reuse", "off")
 RATIOS = (("self", "reuse"), ("self", "off"), ("reuse", "off"))
@@ -170,6 +172,7 @@ def cuda_core_loop():
 
 
 LOOPS = {"torch": torch_loop, "cupy": cupy_loop, "cuda_core": cuda_core_loop}
+LOOPS.update(bench_models.MODELS)
 
 
 def main():

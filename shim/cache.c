@@ -290,6 +290,13 @@ static struct cache_entry *entry_held(enum cache_kind k, const void *handle)
     return e;
 }
 
+/* A released entry becomes the caller's. */
+static void take_locked(struct cache_entry *e)
+{
+    unlink_released(e);
+    e->state = CACHE_TAKEN;
+}
+
 /* The newest released entry of the site that `suits` (2: the best there
  * is, stop looking; 1: acceptable), now TAKEN. Takes cache_lock. */
 static struct cache_entry *entry_take(enum cache_kind k, struct site *site,
@@ -306,10 +313,8 @@ static struct cache_entry *entry_take(enum cache_kind k, struct site *site,
             found = e;
         }
     }
-    if (found) {
-        unlink_released(found);
-        found->state = CACHE_TAKEN;
-    }
+    if (found)
+        take_locked(found);
     pthread_mutex_unlock(&cache_lock);
     return found;
 }
@@ -454,24 +459,64 @@ struct graph_rec *cache_graph_held(CUgraph graph)
     return (struct graph_rec *)entry_held(CACHE_GRAPHS, graph);
 }
 
-struct graph_want {
-    uint64_t shape;
-    int with_recording;
-};
-
-static int graph_suits(const struct cache_entry *e, const void *want)
+static int graph_has_signature(const struct cache_entry *e, const void *want)
 {
-    const struct graph_rec *rec = (const struct graph_rec *)e;
-    const struct graph_want *w = want;
-    return rec->shape == w->shape && (!w->with_recording || rec->recording) ? 2 : 0;
+    return ((const struct graph_rec *)e)->signature == *(const uint64_t *)want ? 2 : 0;
 }
 
-struct graph_rec *cache_take_graph(struct site *site, uint64_t shape, int with_recording)
+struct graph_rec *cache_take_graph(struct site *site, uint64_t signature)
 {
-    /* Newest first: the most recently released graph of the shape is the
-     * one whose parameters are likeliest to match. */
-    struct graph_want want = { shape, with_recording };
-    return (struct graph_rec *)entry_take(CACHE_GRAPHS, site, graph_suits, &want);
+    /* Newest first: the most recently released graph of the signature is
+     * the one whose parameters are likeliest to match. */
+    return (struct graph_rec *)entry_take(CACHE_GRAPHS, site, graph_has_signature, &signature);
+}
+
+int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t preferred,
+                          struct graph_rec **out, int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&cache_lock);
+    for (struct cache_entry *e = site->released_newest[CACHE_GRAPHS], *older; e && n < max;
+         e = older) {
+        older = e->site_older;
+        struct graph_rec *g = (struct graph_rec *)e;
+        int seen = !g->recording || g->recording_epoch != epoch || !g->signature;
+        for (int i = 0; i < n && !seen; i++)
+            seen = out[i]->signature == g->signature;
+        if (seen)
+            continue;
+        take_locked(e);
+        out[n++] = g;
+        if (g->signature == preferred && n > 1) {
+            out[n - 1] = out[0];
+            out[0] = g;
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return n;
+}
+
+void cache_graph_give_back(struct graph_rec *rec, int rewritten)
+{
+    struct evictions ev = { NULL };
+    if (rewritten) {
+        rec->version++;
+        rec->changes_known = 0;
+        rec->nchanged = 0;
+    }
+    pthread_mutex_lock(&cache_lock);
+    int keep = !rec->entry.site->cache_closed &&
+               hmap_get(&kinds[CACHE_GRAPHS].by_handle, rec->entry.handle) == &rec->entry;
+    if (keep) {
+        push_released(&rec->entry, &ev);
+        rec->entry.site->cache.kept--;      /* kept before, not again */
+    } else if (hmap_get(&kinds[CACHE_GRAPHS].by_handle, rec->entry.handle) == &rec->entry) {
+        map_del(&kinds[CACHE_GRAPHS], rec->entry.handle);
+    }
+    pthread_mutex_unlock(&cache_lock);
+    destroy_evicted(&ev);
+    if (!keep)
+        entry_destroy(&rec->entry);
 }
 
 void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
@@ -527,8 +572,9 @@ static enum keep_answer graph_may_be_kept(const struct cache_entry *e)
     const struct site *site = e->site;
     enum recap_mode m = site->policy.mode;
     int recordable = drv_caps.recapture_begin || rec->recording;
+    /* A closed site keeps nothing: no driver question either. */
     if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !recordable || rec->edited ||
-        __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
+        site->cache_closed || __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
         return KEEP_NO;
     return KEEP_ASK;
 }
@@ -781,10 +827,12 @@ void cache_site_reopen(struct site *site)
     pthread_mutex_unlock(&cache_lock);
 }
 
-void cache_site_working_set(struct site *site, int working_set)
+void cache_site_working_set(struct site *site, int working_set, int concurrency)
 {
+    /* Each capture at once takes one graph of each kind as a candidate. */
+    int keep = working_set * (concurrency > 1 ? concurrency : 1);
     pthread_mutex_lock(&cache_lock);
-    site->working_set = working_set;
+    site->working_set = keep < CACHE_SITE_MAX_KEPT ? keep : CACHE_SITE_MAX_KEPT;
     pthread_mutex_unlock(&cache_lock);
 }
 

@@ -42,6 +42,10 @@ struct site_cache_counts;
  * length when objects are charged little. */
 #define CACHE_GLOBAL_MAX_OBJECTS 1024
 
+/* What a site keeps of each kind at most, unless max_graphs says more:
+ * its working set times its concurrent captures, within the budget. */
+#define CACHE_SITE_MAX_KEPT 256
+
 /* Instantiations whose device memory is measured, per site; later ones
  * are charged the site's measured bytes per node. */
 #define CACHE_MEASURE_SAMPLES 16
@@ -99,6 +103,11 @@ struct graph_rec {
     uint64_t shape;
     long nodes;
     int shape_typed;               /* the shape counts node types and edges */
+    /* What a capture must do to repeat it: its calls' entry points,
+     * functions, attributes, sizes (self_record_signature of the capture's
+     * journal); 0 when recap journaled none. Finer than the shape: graphs
+     * of one topology and other kernels differ here. */
+    uint64_t signature;
     unsigned long shape_epoch;
     int edited;
     unsigned long version;         /* successful recaptures into it so far */
@@ -149,8 +158,23 @@ struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t s
  * while the program holds the graph. */
 struct graph_rec *cache_graph_held(CUgraph graph);
 
-/* A released graph of the site with this shape, now TAKEN by the caller. */
-struct graph_rec *cache_take_graph(struct site *site, uint64_t shape, int with_recording);
+/* A released graph of the site with this signature, now TAKEN by the
+ * caller. */
+struct graph_rec *cache_take_graph(struct site *site, uint64_t signature);
+
+/* Candidates for a capture recap records (shim/match.h): released graphs
+ * of the site whose recording no edit outdated since `epoch`, the newest
+ * of each signature (the one of signature `preferred` first), at most
+ * `max`, now TAKEN by the caller. Returns how many. */
+int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t preferred,
+                          struct graph_rec **out, int max);
+
+/* A TAKEN graph recap did not hand out goes back to the site's released
+ * graphs, as kept before (it is not counted as kept again). `rewritten`:
+ * a capture wrote some of its calls into it, so an executable graph
+ * brought up to an earlier version of it may not take only the next
+ * capture's changes. */
+void cache_graph_give_back(struct graph_rec *rec, int rewritten);
 
 /* Gives a graph its recording (which it then owns), replacing any. */
 void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
@@ -230,8 +254,10 @@ void cache_site_reopen(struct site *site);
  * reopened. */
 void cache_site_gate_changed(struct site *site, enum gate_change change);
 
-/* The site's working set changed (the caller holds site->lock). */
-void cache_site_working_set(struct site *site, int working_set);
+/* The site's working set (distinct kinds of graph among its recent
+ * captures) or the captures it runs at once changed (the caller holds
+ * site->lock): it keeps working_set x concurrency of each kind. */
+void cache_site_working_set(struct site *site, int working_set, int concurrency);
 
 /* The site's kept and evicted counts. */
 struct site_cache_counts cache_site_counts(struct site *site);

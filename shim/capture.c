@@ -24,6 +24,8 @@
 
 #include "shim/cache.h"
 #include "shim/capture.h"
+#include "shim/capture_holds.h"
+#include "shim/capture_internal.h"
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/exec_reuse.h"
@@ -43,7 +45,7 @@ static const char *const path_names[] = {
 
 /* Copies a reason without the cost of formatting: the decision is made on
  * every capture begin. */
-static void set_reason(struct capture *cap, const char *text)
+void capture_set_reason(struct capture *cap, const char *text)
 {
     size_t n = strlen(text);
     if (n >= sizeof cap->reason)
@@ -111,7 +113,7 @@ static cuuint64_t capture_id_of(struct capture *cap)
 /* Appends to the capture's change list; out of memory loses the list's
  * completeness, which the instantiation then knows. Caller holds
  * cap->changes_lock (or, for recap's own recording, cap->lock: note_change). */
-static void push_change(struct capture *cap, struct changed_node changed)
+void capture_push_change(struct capture *cap, struct changed_node changed)
 {
     if (cap->nchanged == cap->changed_capacity) {
         size_t capacity = cap->changed_capacity ? cap->changed_capacity * 2 : 32;
@@ -145,7 +147,7 @@ static CUresult CUDAAPI recapture_callback(void *data, CUgraphNode node,
         cap->ineligible++;
     else
         cap->errors++;
-    push_change(cap, (struct changed_node){ node, p ? p->type : CU_GRAPH_NODE_TYPE_KERNEL, -1 });
+    capture_push_change(cap, (struct changed_node){ node, p ? p->type : CU_GRAPH_NODE_TYPE_KERNEL, -1 });
     pthread_mutex_unlock(&cap->changes_lock);
     return CUDA_SUCCESS;
 }
@@ -165,11 +167,62 @@ static void forget_changes(struct capture *cap)
  * origin stream: relaxed mode lets any thread, except where the origin is a
  * per-thread default stream, which no other thread can name (its
  * CU_STREAM_PER_THREAD, and the journal's per-thread calls, are its own). */
-static int may_end_here(const struct capture *cap)
+int capture_may_end_here(const struct capture *cap)
 {
     if (pthread_equal(pthread_self(), cap->owner))
         return 1;
     return cap->mode == CU_STREAM_CAPTURE_MODE_RELAXED && cap->origin.real != CU_STREAM_PER_THREAD;
+}
+
+/* Ends a driver capture recap gives up on and destroys what it captured
+ * (a recapture's graph is undefined). Caller holds cap->lock, on a thread
+ * that may end the capture. */
+static void end_driver_capture(struct capture *cap)
+{
+    CUgraph dead = NULL;
+    end_real(DRV_cuStreamEndCapture, cap->origin.real, &dead);
+    if (cap->target) {
+        if (dead == graph_rec_graph(cap->target))
+            dead = NULL;
+        cache_graph_discard(cap->target);
+        cap->target = NULL;
+    }
+    if (dead && dead != cap->lent_graph)
+        DRV_REAL(cuGraphDestroy)(dead);
+    cap->no_driver_capture = 1;
+}
+
+/* recap cannot give the program what a driver capture would from here on:
+ * a call it can neither copy nor answer while a switch waits for the
+ * capturing thread, or a replay that failed. The capture is invalidated,
+ * as the driver invalidates a capture it cannot go on with: every later
+ * call into it and its end return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+ * (answered by recap, as for the captures it records), never a graph that
+ * silently lacks work. The site is not recaptured again. Where this thread
+ * may not end a driver capture still running, the capturing thread's next
+ * call does (end_invalidated). Caller holds cap->lock. */
+void capture_invalidate(struct capture *cap, const char *why)
+{
+    if (cap->invalidated)
+        return;
+    event_error(cap->site, "%s: the capture is invalidated (the program gets "
+                           "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) rather than a graph without "
+                           "that work; recap no longer recaptures this site", why);
+    sites_forbid_recapture(cap->site, why);
+    capture_set_reason(cap, why);
+    cap->invalidated = 1;
+    cap->fallback_pending = 0;
+    cap->path = PATH_FALLBACK;
+    if (!cap->no_driver_capture && capture_may_end_here(cap))
+        end_driver_capture(cap);
+}
+
+/* The capturing thread's first call after another thread invalidated its
+ * capture ends the driver capture that still ran. */
+static void end_invalidated(struct capture *cap)
+{
+    if (cap->invalidated && !cap->no_driver_capture && capture_may_end_here(cap))
+        end_driver_capture(cap);
 }
 
 static void learn_result(struct capture *cap, CUresult r)
@@ -239,22 +292,35 @@ static CUresult restart_as_plain(struct capture *cap)
     forget_changes(cap);
     cap->path = PATH_FALLBACK;
 
+    char why[256];
+    if (!cap->journal.replayable) {
+        snprintf(why, sizeof why, "the capture's calls could not be replayed in full (%s)",
+                 cap->journal.why_not);
+        cap->no_driver_capture = 1;
+        capture_invalidate(cap, why);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    double t_switch = runtime_now_us();
     CUresult r = cap->lent_graph ? begin_in_lent_graph(cap)
                                  : DRV_REAL(cuStreamBeginCapture_v2)(cap->origin.real, cap->mode);
     if (r != CUDA_SUCCESS) {
-        event_error(cap->site, "after a failed recapture, the plain capture could not begin (%s); "
-                               "the program's capture is lost", drv_result_name(r));
-        return r;
+        snprintf(why, sizeof why, "the plain capture that replaces a failed recapture could not "
+                                  "begin (%s)", drv_result_name(r));
+        cap->no_driver_capture = 1;
+        capture_invalidate(cap, why);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    if (!cap->journal.replayable)
-        event_error(cap->site, "after a failed recapture the journal could not be replayed in "
-                               "full (%s): the graph may lack work", cap->journal.why_not);
     size_t failed_at = 0;
     CUresult replay = cap->learning ? replay_learning(cap, &failed_at)
                                     : journal_replay(&cap->journal, &failed_at);
-    if (replay != CUDA_SUCCESS)
-        event_error(cap->site, "replaying call %zu (%s) of the journal failed: %s", failed_at,
-                    drv_table[cap->journal.ops[failed_at].id].symbol, drv_result_name(replay));
+    if (replay != CUDA_SUCCESS) {
+        snprintf(why, sizeof why, "replaying call %zu (%s) of the capture failed: %s", failed_at,
+                 drv_table[cap->journal.ops[failed_at].id].symbol, drv_result_name(replay));
+        capture_invalidate(cap, why);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    /* The replay is what the switch cost: those calls were made twice. */
+    cap->wasted_us += runtime_since_us(t_switch);
     return CUDA_SUCCESS;
 }
 
@@ -263,21 +329,17 @@ static CUresult restart_as_plain(struct capture *cap)
  * this thread (global and thread-local modes, or another thread's per-thread
  * default stream), the switch waits for the next call on the owning thread:
  * cap->fallback_pending. */
-static void self_detach(struct capture *cap);
-static int resume_in_graph(struct capture *cap);
 
-static void fall_back(struct capture *cap, const char *reason)
+void capture_fall_back(struct capture *cap, const char *reason)
 {
     /* An invalidated capture recap records stays so: no switch revives it. */
     if (cap->path != PATH_RECAPTURE || cap->invalidated)
         return;
     if (!cap->fallback_pending)
-        set_reason(cap, reason);
-    if (cap->by_recap && cap->graph_lent && resume_in_graph(cap) == 0)
+        capture_set_reason(cap, reason);
+    if (cap->by_recap && recorded_switch(cap))
         return;
-    if (cap->by_recap)
-        self_detach(cap);
-    if (!may_end_here(cap)) {
+    if (!capture_may_end_here(cap)) {
         cap->fallback_pending = 1;
         return;
     }
@@ -298,7 +360,7 @@ static void fall_back(struct capture *cap, const char *reason)
 
 /* --- membership ------------------------------------------------------------------ */
 
-static void note_membership(struct capture *cap, enum drv_id id, const union drv_args *a)
+void capture_note_membership(struct capture *cap, enum drv_id id, const union drv_args *a)
 {
     enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
     if (kind == DRV_OP_EVENT_RECORD) {
@@ -308,97 +370,20 @@ static void note_membership(struct capture *cap, enum drv_id id, const union drv
         ctab_add_member(cap, s.key);
     }
     if (cap->membership_overflow && cap->journal.replayable) {
+        /* The journal still holds every call: a recapture switches now,
+         * while it can be replayed whole. */
+        if (cap->path == PATH_RECAPTURE && !cap->by_recap && !cap->fallback_pending &&
+            capture_may_end_here(cap))
+            capture_fall_back(cap, "the capture used more streams or events than recap can follow");
         cap->journal.replayable = 0;
         snprintf(cap->journal.why_not, sizeof cap->journal.why_not,
                  "more streams or events than recap can follow in one capture");
     }
 }
 
-/* --- captures recap records itself ------------------------------------------------- */
+/* --- capture queries ------------------------------------------------------------- */
 
-/* Capture ids recap gives the captures it records: unique, and far above
- * the driver's own counter, so the two never meet. */
-static cuuint64_t next_recap_capture_id = 1ull << 62;
-
-/* Whether recap records this site's repeat captures itself: asked for (the
- * site's policy), and no recapture API to do it better. Learning a graph's
- * nodes needs the dependency query of 12.3. */
-static int self_record_possible(const struct site *site)
-{
-    return site->policy.self_record && !drv_caps.recapture_begin &&
-           drv_real_fn[DRV_cuStreamGetCaptureInfo_v3] != NULL;
-}
-
-/* The recording of the graph this capture recorded into (stopped) becomes
- * the capture's own journal. Caller holds cap->lock. */
-static void adopt_recording(struct capture *cap)
-{
-    struct journal *rec = cap->target->recording;
-    journal_stale_lock();
-    journal_unlist_stale(rec);
-    journal_stale_unlock();
-    cap->target->recording = NULL;
-    journal_free(&cap->journal);
-    cap->journal = *rec;
-    free(rec);
-    cap->journal.stale_ops = 0;
-    cap->journal.in_use = 0;
-}
-
-/* The cached graph of a capture recap records is the program's once a
- * query handed it out: the driver capture that takes over is made into
- * it (restart_as_plain), so it leaves the cache. Caller holds cap->lock. */
-static void lend_target(struct capture *cap)
-{
-    cap->lent_graph = graph_rec_graph(cap->target);
-    cache_graph_forget(cap->target);
-    cap->target = NULL;
-}
-
-/* The capture recap recorded itself becomes a driver capture to be: its
- * journal is the recording's calls so far, which are this capture's own
- * (the recording is updated call by call); their nodes belong to the
- * graph that is about to go. Caller holds cap->lock. */
-static void self_detach(struct capture *cap)
-{
-    self_record_stop(cap->self);
-    adopt_recording(cap);
-    /* Nothing of the graph's nodes carries over: the replay learns the
-     * new graph's. */
-    cap->journal.nops = cap->self->next;
-    for (size_t i = 0; i < cap->journal.nops; i++) {
-        struct journal_op *op = &cap->journal.ops[i];
-        op->node = NULL;
-        op->stale = 0;
-        op->node_fn.known = 0;
-    }
-    if (cap->graph_lent)
-        lend_target(cap);
-    cap->no_driver_capture = 1;
-    ctab_self_recorded_done(cap);
-}
-
-/* A change recap's own recording made. No driver callback runs while recap
- * records a capture, so the change list is written only here, under
- * cap->lock like every reader of it: changes_lock (taken per recorded
- * call, 1000 times a capture at N = 1000) is not needed. */
-static void note_change(struct capture *cap, struct changed_node changed)
-{
-    cap->eligible++;
-    push_change(cap, changed);
-}
-
-/* The arguments of a capture query, whichever form. */
-struct capture_query {
-    CUstreamCaptureStatus *status;
-    cuuint64_t *id;
-    CUgraph *graph;
-    const CUgraphNode **deps;
-    const CUgraphEdgeData **edges;
-    size_t *ndeps;
-};
-
-static struct capture_query query_of(enum drv_id id, union drv_args *a)
+struct capture_query capture_query_of(enum drv_id id, union drv_args *a)
 {
     struct capture_query q = { 0 };
     switch (id) {
@@ -433,225 +418,9 @@ static struct capture_query query_of(enum drv_id id, union drv_args *a)
  * itself and name them in later calls, which no switch to a plain capture
  * could follow. So the capture switches first and the driver answers; the
  * site is then left to driver captures (account_graph). A capture recap
- * records itself lends the graph instead (self_query): any switch is then
- * made into that very graph. */
+ * records itself lends the graph instead (capture_recorded.c). */
 static const char graph_asked_reason[] =
     "the program asked for the capture's graph, which it may change itself";
-
-static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_args *a);
-
-/* Destroys the nodes of `graph` that none of the recording's first
- * `prefix` calls made: what is left is what a driver capture would hold
- * after those calls. Returns the first failing call's result. */
-static CUresult trim_to_prefix(CUgraph graph, const struct journal *rec, size_t prefix)
-{
-    size_t n = 0, nkept = 0;
-    CUresult r = DRV_REAL(cuGraphGetNodes)(graph, NULL, &n);
-    if (r != CUDA_SUCCESS || n == 0)
-        return r;
-    CUgraphNode *nodes = malloc(n * sizeof *nodes), *kept = malloc(prefix * sizeof *kept + 1);
-    if (!nodes || !kept) {
-        free(nodes);
-        free(kept);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    for (size_t i = 0; i < prefix; i++)
-        if (rec->ops[i].creates_node && rec->ops[i].node)
-            kept[nkept++] = rec->ops[i].node;
-    r = DRV_REAL(cuGraphGetNodes)(graph, nodes, &n);
-    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
-        int keep = 0;
-        for (size_t k = 0; k < nkept && !keep; k++)
-            keep = kept[k] == nodes[i];
-        if (!keep)
-            r = DRV_REAL(cuGraphDestroyNode)(nodes[i]);
-    }
-    free(nodes);
-    free(kept);
-    return r;
-}
-
-/* A switch of a capture whose graph the program holds: the cached graph,
- * cut back to the nodes of the calls made so far (trim_to_prefix), is
- * what a driver capture would hold now, so the driver capture resumes in
- * it - cuStreamBeginCaptureToGraph with the origin stream's dependencies -
- * instead of replaying every call into it, and every node handle the
- * program was given stays valid. Only on one stream with no event (others
- * would have to join the driver's capture too), and from a thread that
- * may switch the capture. A capture that had made every call of its
- * recording (a program that asks for the graph at the end, then adds to
- * it) counts as recorded by recap. Returns 0 when resumed, -1 when the
- * switch must replay. Caller holds cap->lock. */
-static int resume_in_graph(struct capture *cap)
-{
-    struct self_record *s = cap->self;
-    char why[160];
-    if (s->nstreams != 1 || s->nevents != 0 || !may_end_here(cap) ||
-        drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL)
-        return -1;
-    size_t n = 0;
-    const CUgraphNode *at = self_record_deps(s, cap->origin.key, &n);
-    CUgraphNode deps[SELF_RECORD_MAX_DEPS];
-    if (!at || n > SELF_RECORD_MAX_DEPS)
-        return -1;
-    memcpy(deps, at, n * sizeof deps[0]);
-
-    struct graph_rec *target = cap->target;
-    struct journal *rec = target->recording;
-    int complete = self_record_complete(s, why, sizeof why);
-    size_t made = s->next;
-    self_record_stop(s);
-    /* The nodes take the arguments recap deferred: the program and the
-     * driver may read them now. */
-    const char *call = "a graph node setter";
-    CUresult r = self_record_flush(rec);
-    if (r == CUDA_SUCCESS && !complete) {
-        call = "cuGraphDestroyNode";
-        r = trim_to_prefix(graph_rec_graph(target), rec, made);
-    }
-    if (r == CUDA_SUCCESS) {
-        call = "cuStreamBeginCaptureToGraph";
-        r = DRV_REAL(cuStreamBeginCaptureToGraph)(cap->origin.real, graph_rec_graph(target),
-                                                  n ? deps : NULL, NULL, n, cap->mode);
-    }
-    if (r != CUDA_SUCCESS) {
-        /* The switch that follows empties the graph and replays. */
-        event_own_call_failed(cap->site, call, r, "the capture's calls are replayed into its graph");
-        self_record_start(s, rec, cap->origin.key);
-        s->next = made;
-        return -1;
-    }
-    /* From here it is a driver capture being learned: the calls made so
-     * far, whose nodes are the graph's, become its journal; the graph is
-     * new to the cache, as a fresh capture's would be. */
-    adopt_recording(cap);
-    cap->journal.nops = made;
-    cache_graph_forget(target);
-    cap->target = NULL;
-    cap->path = PATH_FALLBACK;
-    cap->learning = 1;
-    cap->resumed = complete;
-    if (complete)
-        set_reason(cap, "the program used the capture's graph once every call was made: the "
-                        "driver capture resumed in that graph");
-    ctab_self_recorded_done(cap);
-    return 0;
-}
-
-/* A capture query answered as the driver would for the capture recap
- * records; anything recap cannot answer exactly switches first. While the
- * switch waits for the owning thread (no driver capture yet), recap
- * answers what it knows. */
-static CUresult self_query(struct capture *cap, enum drv_id id, union drv_args *a)
-{
-    struct capture_query q = query_of(id, a);
-    const void *key = ctab_stream_ref(id, drv_args_stream(id, a)).key;
-    const CUgraphNode *deps = NULL;
-    size_t n = 0;
-    /* Measured on driver 580: either is refused, and nothing written. */
-    if (q.status == NULL || (q.edges && !q.deps))
-        return CUDA_ERROR_INVALID_VALUE;
-    int exact = 1;
-    if (!cap->invalidated && (q.deps || q.ndeps))
-        exact = (deps = self_record_deps(cap->self, key, &n)) != NULL;
-    const char *switch_why = NULL;
-    if (q.graph && !cap->invalidated && (cap->by_recap || cap->target)) {
-        /* The program may keep the graph: recap goes on recording into
-         * it, and a switch captures into it. Where the switch waits for
-         * the owning thread, the graph it will capture into is lent now. */
-        if (drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL) {
-            cap->graph_asked = 1;
-            switch_why = graph_asked_reason;
-        } else {
-            cap->graph_lent = 1;
-            if (!cap->by_recap)
-                lend_target(cap);
-        }
-    }
-    if (!switch_why && !exact && cap->by_recap) {
-        switch_why = "the program asked the capture something recap does not follow";
-    }
-    if (switch_why) {
-        fall_back(cap, switch_why);
-        if (!cap->no_driver_capture)
-            return op_in_capture(cap, id, a);
-    }
-    /* As measured on driver 580 (tests/standin/READINGS.md): an
-     * invalidated capture reports its status only, and no dependency is a
-     * NULL array. */
-    *q.status = cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                 : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    if (cap->invalidated)
-        return CUDA_SUCCESS;
-    if (q.id)
-        *q.id = cap->app_capture_id;
-    if (q.graph) {
-        *q.graph = cap->target ? graph_rec_graph(cap->target) : cap->lent_graph;
-        cap->graph_handed_out = 1;
-    }
-    if (q.deps)
-        *q.deps = n ? deps : NULL;
-    if (q.ndeps)
-        *q.ndeps = n;
-    if (q.edges)
-        *q.edges = self_record_default_edges;
-    return CUDA_SUCCESS;
-}
-
-/* A call into a capture recap records itself. Caller holds cap->lock. */
-static CUresult self_op(struct capture *cap, enum drv_id id, union drv_args *a)
-{
-    enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
-    if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
-        return self_query(cap, id, a);
-    if (cap->invalidated)
-        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-
-    char why[200];
-    struct changed_node changed;
-    enum self_verdict v = self_record_call(cap->self, id, a, &changed, why, sizeof why);
-    if (v == SELF_SWITCH) {
-        fall_back(cap, why);
-        return op_in_capture(cap, id, a);
-    }
-    if (v == SELF_CHANGED)
-        note_change(cap, changed);
-    note_membership(cap, id, a);
-    return CUDA_SUCCESS;
-}
-
-/* In a driver capture being learned: the node the call just made. */
-static void learn_node(struct capture *cap, enum drv_id id, const union drv_args *a)
-{
-    struct journal *j = &cap->journal;
-    if (!j->replayable || j->nops == 0)
-        return;
-    struct journal_op *op = &j->ops[j->nops - 1];
-    if (op->id == id && op->creates_node)
-        learn_result(cap, self_record_learn_node(ctab_stream_ref(id, drv_args_stream(id, a)).real,
-                                                 &op->node));
-}
-
-/* Whether the graph of a capture recap would record into is usable: a
- * recording the program did not outdate by editing graphs, and a stream
- * the driver agrees could begin a capture now (valid, not the legacy
- * stream, not capturing by a path recap does not follow). */
-static const char *self_record_refusal(struct capture *cap, struct graph_rec *target)
-{
-    if (target->recording_epoch != cache_graph_edit_epoch())
-        return "the program edited a graph since this one was recorded";
-    if (cap->origin.real == CU_STREAM_LEGACY || (unsigned)cap->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-        return "the driver decides this begin";
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = DRV_REAL(cuStreamIsCapturing)(cap->origin.real, &status);
-    if (r != CUDA_SUCCESS) {
-        event_own_call_failed(cap->site, "cuStreamIsCapturing", r, "the driver decides this begin");
-        return "the driver decides this begin";
-    }
-    if (status != CU_STREAM_CAPTURE_STATUS_NONE)
-        return "the driver decides this begin";
-    return NULL;
-}
 
 /* --- calls a driver capture would refuse ------------------------------------------ */
 
@@ -789,7 +558,7 @@ static void guard_one(struct capture *cap, void *arg)
     if ((cap->by_recap || cap->no_driver_capture) && !cap->invalidated) {
         enum guard_rule rule = guard_rule_for(cap, g);
         if (rule != RULE_NONE) {
-            fall_back(cap, rule_reasons[rule]);
+            capture_fall_back(cap, rule_reasons[rule]);
             /* Not refused: the driver takes such a call from any thread.
              * From a thread that cannot switch the capture now it runs
              * against the stream as it is, and the switch follows. */
@@ -797,6 +566,11 @@ static void guard_one(struct capture *cap, void *arg)
                 cap->invalidated = rule != RULE_LEGACY_QUERY;
                 if (g->answer == CUDA_SUCCESS)
                     g->answer = rule_errors[rule];
+            } else if (cap->no_driver_capture) {
+                /* The replay would run into the stream as it is now. */
+                capture_invalidate(cap, "another thread destroyed a stream of the capture or "
+                                        "changed its attributes while its switch to a driver "
+                                        "capture waited for the capturing thread");
             }
         }
     }
@@ -816,7 +590,7 @@ static void switch_if_lent(struct capture *cap, void *arg)
     CUgraph graph = arg;
     pthread_mutex_lock(&cap->lock);
     if (cap->by_recap && cap->graph_lent && (!graph || graph == graph_rec_graph(cap->target)))
-        fall_back(cap, "the program made a graph call while it held the capture's graph");
+        capture_fall_back(cap, "the program made a graph call while it held the capture's graph");
     pthread_mutex_unlock(&cap->lock);
 }
 
@@ -829,13 +603,13 @@ void capture_on_graph_call(CUgraph graph)
 
 static CUresult query_in_capture(struct capture *cap, enum drv_id id, union drv_args *a)
 {
-    if (cap->path == PATH_RECAPTURE && query_of(id, a).graph) {
+    if (cap->path == PATH_RECAPTURE && capture_query_of(id, a).graph) {
         cap->graph_asked = 1;
-        fall_back(cap, graph_asked_reason);
+        capture_fall_back(cap, graph_asked_reason);
     }
     CUresult r = drv_invoke(id, a);
     if (r == CUDA_ERROR_GRAPH_RECAPTURE_FAILURE && cap->path == PATH_RECAPTURE) {
-        fall_back(cap, "recapture failed (reported by a capture query)");
+        capture_fall_back(cap, "recapture failed (reported by a capture query)");
         r = drv_invoke(id, a);
     }
     /* The program may have read the capture id during the recapture; it
@@ -843,23 +617,24 @@ static CUresult query_in_capture(struct capture *cap, enum drv_id id, union drv_
     cuuint64_t *id_out = drv_args_capture_id_out(id, a);
     if (r == CUDA_SUCCESS && id_out && cap->path == PATH_FALLBACK && cap->app_capture_id)
         *id_out = cap->app_capture_id;
-    if (r == CUDA_SUCCESS && query_of(id, a).graph)
+    if (r == CUDA_SUCCESS && capture_query_of(id, a).graph)
         cap->graph_handed_out = 1;
     return r;
 }
 
-static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_args *a)
+CUresult capture_op(struct capture *cap, enum drv_id id, union drv_args *a)
 {
     enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
     const char *why = NULL;
     CUresult r;
 
-    if (cap->fallback_pending && may_end_here(cap))
-        fall_back(cap, cap->reason);
+    if (cap->fallback_pending && capture_may_end_here(cap))
+        capture_fall_back(cap, cap->reason);
+    end_invalidated(cap);
     if (cap->by_recap || cap->invalidated)
-        return self_op(cap, id, a);
+        return recorded_op(cap, id, a);
     if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
-        return cap->no_driver_capture ? self_query(cap, id, a) : query_in_capture(cap, id, a);
+        return cap->no_driver_capture ? recorded_query(cap, id, a) : query_in_capture(cap, id, a);
 
     if (cap->fallback_pending) {
         /* Another thread of a global/thread-local capture, or of one on a
@@ -868,51 +643,58 @@ static CUresult op_in_capture(struct capture *cap, enum drv_id id, union drv_arg
          * result is assumed to be success. */
         if (journal_can_copy(id, a, &why)) {
             journal_append(&cap->journal, id, a);
-            note_membership(cap, id, a);
+            capture_note_membership(cap, id, a);
             return CUDA_SUCCESS;
         }
-        r = drv_invoke(id, a);
-        journal_append(&cap->journal, id, a);    /* marks it unreplayable */
-        return r;
+        char reason[256];
+        snprintf(reason, sizeof reason, "another thread used %s while the capture's switch to a "
+                                        "driver capture waited for the capturing thread", why);
+        capture_invalidate(cap, reason);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
 
-    if (!cap->journaled || (cap->path == PATH_FALLBACK && !cap->learning)) {
+    if (!cap->journaled) {
         r = drv_invoke(id, a);
         if (r == CUDA_SUCCESS)
-            note_membership(cap, id, a);
+            capture_note_membership(cap, id, a);
         return r;
     }
 
     if (cap->path == PATH_RECAPTURE && !journal_can_copy(id, a, &why)) {
-        char reason[200];
-        snprintf(reason, sizeof reason, "the capture used %s", why);
-        fall_back(cap, reason);
-        if (cap->fallback_pending) {
+        if (!capture_may_end_here(cap)) {
+            /* The recapture goes on with the call, and its journal can no
+             * longer be replayed: should it fail later, the capture is
+             * invalidated (restart_as_plain). */
             r = drv_invoke(id, a);
-            journal_append(&cap->journal, id, a);
+            if (r == CUDA_SUCCESS) {
+                journal_append(&cap->journal, id, a);
+                capture_note_membership(cap, id, a);
+            }
             return r;
         }
+        char reason[200];
+        snprintf(reason, sizeof reason, "the capture used %s", why);
+        capture_fall_back(cap, reason);
     }
 
     r = drv_invoke(id, a);
     if (r == CUDA_ERROR_GRAPH_RECAPTURE_FAILURE && cap->path == PATH_RECAPTURE) {
         char reason[200];
         snprintf(reason, sizeof reason, "recapture failed at %s", drv_table[id].symbol);
-        fall_back(cap, reason);
+        capture_fall_back(cap, reason);
         if (cap->fallback_pending) {
             journal_append(&cap->journal, id, a);
-            note_membership(cap, id, a);
+            capture_note_membership(cap, id, a);
             return CUDA_SUCCESS;
         }
         r = drv_invoke(id, a);
     }
     if (r == CUDA_SUCCESS) {
-        if (cap->path != PATH_FALLBACK || cap->learning) {
-            journal_append(&cap->journal, id, a);
-            if (cap->learning)
-                learn_node(cap, id, a);
-        }
-        note_membership(cap, id, a);
+        /* After a switch too: the journal tells the graph's signature. */
+        journal_append(&cap->journal, id, a);
+        if (cap->learning)
+            recorded_learn_node(cap, id, a);
+        capture_note_membership(cap, id, a);
     }
     return r;
 }
@@ -946,7 +728,7 @@ CUresult capture_on_op(enum drv_id id, union drv_args *a)
     }
 
     pthread_mutex_lock(&cap->lock);
-    CUresult r = op_in_capture(cap, id, a);
+    CUresult r = capture_op(cap, id, a);
     pthread_mutex_unlock(&cap->lock);
     ctab_call_done(cap, borrowed);
     return r;
@@ -965,7 +747,7 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
     *change = GATE_SAME;
     if (mode == RECAP_MODE_OBSERVE) {   /* its slots were full (begin_observed) */
         cap->path = PATH_OBSERVE;
-        set_reason(cap, "site observed only");
+        capture_set_reason(cap, "site observed only");
         return NULL;
     }
     cap->path = PATH_FRESH;
@@ -973,42 +755,50 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
         /* Reuse did not pay here: no journal, nothing kept or looked for,
          * and no shape beyond the node count (account_graph). */
         cap->reuse_closed = 1;
-        set_reason(cap, "reuse stopped at this site until its back-off elapses");
+        capture_set_reason(cap, "reuse stopped at this site until its back-off elapses");
         return NULL;
     }
     if (mode == RECAP_MODE_UPDATE) {
-        set_reason(cap, "mode update: executable reuse only");
+        capture_set_reason(cap, "mode update: executable reuse only");
         return NULL;
     }
-    int by_recap = self_record_possible(site);
+    int by_recap = recorded_possible(site);
     if (!drv_caps.recapture_begin && !by_recap) {
         pthread_once(&no_api_reason_once, format_no_api_reason);
-        set_reason(cap, site->policy.self_record ? no_api_reason : no_api_self_off_reason);
+        capture_set_reason(cap, site->policy.self_record ? no_api_reason : no_api_self_off_reason);
         return NULL;
     }
     if (id == DRV_cuStreamBeginCapture || id == DRV_cuStreamBeginCapture_ptsz) {
-        set_reason(cap, "legacy cuStreamBeginCapture has no capture mode");
+        capture_set_reason(cap, "legacy cuStreamBeginCapture has no capture mode");
         return NULL;
     }
     if (site->no_recapture) {
-        set_reason(cap, site->no_recapture_reason);
+        capture_set_reason(cap, site->no_recapture_reason);
         return NULL;
     }
     cap->journaled = 1;
     cap->learning = by_recap;
     if (!site->journal_verified) {
-        set_reason(cap, "first capture at this site");
+        capture_set_reason(cap, "first capture at this site");
         return NULL;
     }
-    /* Periods up to twice the working set: a cycle such as A,A,B is
-     * longer than its distinct shapes, but a single odd shape among many
-     * repeats must not read as one long period. */
-    uint64_t predicted = predict_next(&site->shapes, 2 * predict_working_set(&site->shapes));
-    struct graph_rec *target = predicted ? cache_take_graph(site, predicted, by_recap) : NULL;
+    if (by_recap) {
+        /* No guess: the capture is matched against what the site keeps as
+         * its calls arrive (capture_recorded.c). */
+        cap->record = 1;
+        return NULL;
+    }
+    /* The recapture API needs its graph at the begin: the one this stream
+     * (or thread) captured in its turn before - its history alone, not the
+     * site's, so threads and streams with graphs of their own do not mix -
+     * by signature, which tells kernels apart. */
+    uint64_t predicted = sites_stream_guess_locked(site, cap->origin.key);
+    struct graph_rec *target = predicted ? cache_take_graph(site, predicted) : NULL;
+    cap->candidates = target != NULL;
     if (!target) {
-        set_reason(cap, "no released graph of the predicted shape");
-        /* A hit or a failure is known only at the end (report_end). */
-        enum gate_change looked = sites_record_look_locked(site, GATE_MISS);
+        capture_set_reason(cap, "no released graph of the signature this stream captures next");
+        /* A hit or a failure is known only at the end (capture_report_end). */
+        enum gate_change looked = sites_record_look_locked(site, GATE_MISS, 0);
         if (looked != GATE_SAME)
             *change = looked;
     }
@@ -1062,7 +852,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
         /* Already part of a capture: the driver refuses, as it should -
          * once it knows of the capture. */
         pthread_mutex_lock(&busy->lock);
-        fall_back(busy, "the program began a capture on one of its streams");
+        capture_fall_back(busy, "the program began a capture on one of its streams");
         int unknown_to_driver = busy->by_recap || busy->no_driver_capture;
         pthread_mutex_unlock(&busy->lock);
         ctab_release(busy);
@@ -1099,49 +889,26 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     enum gate_change change;
     pthread_mutex_lock(&site->lock);
     cap->seq = ++site->seq;
+    sites_capture_began_locked(site);
     cap->typed_shapes = site->typed_shapes;
     struct graph_rec *target = decide(cap, site, id, &change);
     pthread_mutex_unlock(&site->lock);
     cache_site_gate_changed(site, change);
     PHASE_MARK(PHASE_BEGIN_DECIDE, t_record, t_decided);
 
-    const char *refusal = target && !drv_caps.recapture_begin ? self_record_refusal(cap, target)
-                                                              : NULL;
-    if (refusal) {
-        cache_graph_discard(target);
-        target = NULL;
-        set_reason(cap, refusal);
-    }
-    PHASE_MARK(PHASE_BEGIN_REFUSAL, t_decided, t_refusal);
-    if (target && !drv_caps.recapture_begin) {
-        /* No driver capture: recap records the calls against the graph. */
-        if (!cap->self)
-            cap->self = malloc(sizeof *cap->self);
-        cap->target = target;
-        cap->path = PATH_RECAPTURE;
-        cap->by_recap = cap->began_by_recap = cap->self != NULL;
-        cap->reason[0] = '\0';
-        if (cap->self)
-            self_record_start(cap->self, target->recording, s.key);
-        cap->app_capture_id = __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
-        r = CUDA_SUCCESS;
-        if (!cap->self || !ctab_register(cap)) {
-            self_record_stop(cap->self);
-            cap->by_recap = cap->began_by_recap = 0;
-            cache_graph_discard(target);
-            cap->target = NULL;
-            cap->path = PATH_FRESH;
-            cap->learning = 0;
-            set_reason(cap, cap->self ? "too many captures at once for recap to record this one"
-                                      : "recap ran out of memory");
+    if (cap->record) {
+        /* No driver capture: recap records the calls (capture_recorded.c). */
+        int recorded = recorded_begin(cap, &r);
+        if (!recorded) {
             r = begin_plain(id, stream, mode);
             if (r == CUDA_SUCCESS)
                 ctab_register(cap);
         }
-        runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id,
-                        cap->seq, cap->by_recap ? "recorded by recap" : path_names[cap->path]);
+        runtime_verbose("capture begin site %016llx #%lu: %s (%d kept graphs to match)",
+                        (unsigned long long)site->id, cap->seq,
+                        recorded ? "recorded by recap" : path_names[cap->path], cap->candidates);
         ctab_release(cap);
-        PHASE_MARK(PHASE_BEGIN_RECORDING, t_refusal, t_recording);
+        PHASE_MARK(PHASE_BEGIN_RECORDING, t_decided, t_recording);
         PHASE_MARK(PHASE_BEGIN_RECORDED_TOTAL, t_entry, t_begun);
         return r;
     }
@@ -1174,21 +941,35 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
 
 /* --- end ------------------------------------------------------------------------- */
 
-/* Adds a captured shape to the site's history; its working set follows. */
-static void record_shape(struct site *site, uint64_t shape, int typed)
+/* Adds a captured graph's kind (its signature where recap knows one, else
+ * its shape) to its stream's and its site's history; the site's working
+ * set follows, and with its concurrency what it keeps. */
+static void record_shape(struct capture *cap, uint64_t kind, int typed)
 {
+    struct site *site = cap->site;
     pthread_mutex_lock(&site->lock);
-    predict_record(&site->shapes, shape);
+    sites_stream_record_locked(site, cap->origin.key, kind);
     if (typed)
         site->typed_shapes = 1;
     /* Told to the cache only when it changes: a steady site takes no
      * cache_lock here. */
     int working_set = predict_working_set(&site->shapes);
-    if (working_set != site->working_set_told) {
+    if (working_set != site->working_set_told || site->concurrency != site->concurrency_told) {
         site->working_set_told = working_set;
-        cache_site_working_set(site, working_set);
+        site->concurrency_told = site->concurrency;
+        cache_site_working_set(site, working_set, site->concurrency);
     }
     pthread_mutex_unlock(&site->lock);
+}
+
+/* What a capture must do to repeat this one, from its journal: 0 where
+ * recap did not journal every call. */
+static uint64_t journal_signature(struct capture *cap)
+{
+    if (!cap->journaled || !cap->journal.replayable || cap->journal.nops == 0)
+        return 0;
+    cap->journal.origin_key = cap->origin.key;
+    return self_record_signature(&cap->journal);
 }
 
 /* The journal of a driver capture whose every call knows its node
@@ -1217,7 +998,7 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
      * (exec_reuse.c). Not while the site's gate is closed: it keeps and
      * predicts nothing then, and must cost what observing costs (a type
      * query per node would cost more than the capture saves). */
-    int with_types = (drv_caps.recapture_begin != NULL || self_record_possible(site) ||
+    int with_types = (drv_caps.recapture_begin != NULL || recorded_possible(site) ||
                       cap->typed_shapes) && cap->path != PATH_OBSERVE && !cap->reuse_closed;
 
     if (shape_census(graph, with_types, &census) != 0) {
@@ -1269,18 +1050,26 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
         return NULL;
     /* A closed site's history resumes where it stopped: its shapes now are
      * node counts, not comparable with the typed ones. */
+    uint64_t signature = journal_signature(cap);
     if (!cap->reuse_closed)
-        record_shape(site, shape, census.typed);
+        record_shape(cap, signature ? signature : shape, census.typed);
     struct graph_rec *rec = cache_graph_track(graph, site, shape, census.nodes, census.typed);
+    if (rec)
+        rec->signature = signature;
     if (rec && cap->learning && verified_now && journal_nodes_known(&cap->journal))
         keep_recording(cap, rec);
     return rec;
 }
 
 /* The recapture ended well: the same graph comes back with new parameters. */
-static void account_recapture(struct capture *cap)
+void capture_account_recapture(struct capture *cap)
 {
     struct graph_rec *rec = cap->target;
+    /* A driver recapture's calls may have other kernels (eligible): its
+     * journal says which. A capture recap recorded matched the signature. */
+    uint64_t signature = cap->began_by_recap ? 0 : journal_signature(cap);
+    if (signature)
+        rec->signature = signature;
     pthread_mutex_lock(&cap->changes_lock);
     int known = !cap->changes_lost && cap->ineligible == 0 && cap->errors == 0;
     rec->version++;
@@ -1291,23 +1080,28 @@ static void account_recapture(struct capture *cap)
     cache_graph_hand_out(rec);
     cap->target = NULL;
 
-    record_shape(cap->site, rec->shape, 1);   /* recaptured: typed census */
+    record_shape(cap, rec->signature ? rec->signature : rec->shape, 1);
 }
 
 /* Counts an ended capture into its site's totals and logs it (sampled):
  * *rep is complete but for `write`; `path` is the one counted. */
 static void count_capture(struct site *site, struct capture_report *rep, enum capture_path path,
-                          int began_by_recap)
+                          int began_by_recap, int was_active)
 {
     pthread_mutex_lock(&site->lock);
     struct site_counters *c = &site->count;
     c->captures++;
     switch (path) {
     case PATH_RECAPTURE: c->recaptured++, c->by_recap += began_by_recap; break;
-    case PATH_FALLBACK: c->fallbacks++; break;
-    case PATH_FRESH: c->fresh++; break;
+    case PATH_FALLBACK:
+        c->fallbacks++;
+        sites_count_fallback_locked(site, rep->reason);
+        break;
+    case PATH_FRESH: c->fresh++, c->fresh_us += rep->us; break;
     case PATH_OBSERVE: c->observed++; break;
     }
+    if (was_active)
+        sites_capture_ended_locked(site);
     c->nodes += rep->nodes > 0 ? (unsigned long)rep->nodes : 0;
     c->changed += rep->changed, c->eligible += rep->eligible;
     c->ineligible += rep->ineligible, c->errors += rep->errors;
@@ -1315,18 +1109,19 @@ static void count_capture(struct site *site, struct capture_report *rep, enum ca
     timeline_capture(&site->timeline, rep->seq, rep->path, rep->by, rep->us);
     rep->write = event_worth_writing(&site->last_capture_key, rep->path, rep->reason, rep->seq,
                                      rep->result != CUDA_SUCCESS);
-    /* A recapture that held is a hit; one that fell back, a failure. */
+    /* A recapture that held is a hit, worth the driver capture it saved;
+     * one that fell back, a failure, costing what its switch took. */
     enum gate_change change = GATE_SAME;
     if (path == PATH_RECAPTURE && rep->result == CUDA_SUCCESS)
-        change = sites_record_look_locked(site, GATE_HIT);
+        change = sites_record_look_locked(site, GATE_HIT, sites_capture_net_locked(site, rep->us));
     else if (path == PATH_FALLBACK)
-        change = sites_record_look_locked(site, GATE_FAILED);
+        change = sites_record_look_locked(site, GATE_FAILED, -rep->wasted_us);
     pthread_mutex_unlock(&site->lock);
     event_capture(rep);
     cache_site_gate_changed(site, change);
 }
 
-static void report_end(struct capture *cap, CUresult r, long nodes)
+void capture_report_end(struct capture *cap, CUresult r, long nodes)
 {
     struct site *site = cap->site;
     /* A capture resumed in its graph was recorded by recap to its last
@@ -1337,6 +1132,9 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
         .reason = path == PATH_RECAPTURE && !cap->resumed ? NULL : cap->reason,
         .nodes = nodes, .us = runtime_since_us(cap->t0), .result = r,
         .by = path != PATH_RECAPTURE ? NULL : cap->began_by_recap ? "recap" : "driver",
+        .candidates = cap->candidates,
+        .switch_call = cap->switch_call,
+        .wasted_us = cap->wasted_us,
     };
     /* Only a recapture counts changes (the driver's callback, or recap's
      * own recording): without one they are 0. */
@@ -1349,48 +1147,7 @@ static void report_end(struct capture *cap, CUresult r, long nodes)
         pthread_mutex_unlock(&cap->changes_lock);
     }
 
-    count_capture(site, &rep, path, cap->began_by_recap);
-}
-
-/* The end of a capture recap records itself, as the driver would end it.
- * Returns 1 with *result when that is the program's answer, 0 when the
- * capture switched to a driver capture, which the common path ends.
- * Caller holds cap->lock. */
-static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
-{
-    int wrong_thread = cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
-                       !pthread_equal(pthread_self(), cap->owner);
-    if (wrong_thread) {
-        /* The driver's answer, and the capture is over (measured:
-         * tests/standin/READINGS.md); the program gets no graph. */
-        cap->invalidated = 1;
-    }
-    char why[200];
-    if (!cap->invalidated && cap->by_recap && !self_record_complete(cap->self, why, sizeof why))
-        fall_back(cap, why);
-    if (!cap->invalidated && !cap->by_recap)
-        return 0;
-
-    long nodes = -1;
-    self_record_stop(cap->self);
-    if (cap->invalidated) {
-        cache_graph_discard(cap->target);
-        cap->target = NULL;
-        if (!wrong_thread)
-            *phGraph = NULL;
-        *result = wrong_thread ? CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
-                               : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    } else {
-        nodes = cap->target->nodes;
-        *phGraph = graph_rec_graph(cap->target);
-        account_recapture(cap);
-        *result = CUDA_SUCCESS;
-    }
-    ctab_unregister(cap);
-    ctab_memo_forget(cap);
-    report_end(cap, *result, nodes);
-    ctab_self_recorded_done(cap);
-    return 1;
+    count_capture(site, &rep, path, cap->began_by_recap, 1);
 }
 
 /* Ends the call into capture_on_end: unlocks and releases the capture,
@@ -1400,8 +1157,11 @@ static int self_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
 static void end_release_unwanted(struct capture *cap, int wants_graph, CUgraph unwanted)
 {
     int release = !wants_graph && unwanted != NULL && !cap->graph_handed_out;
+    struct held_release *held;
+    size_t nheld = capture_holds_take(cap, &held);
     pthread_mutex_unlock(&cap->lock);
     ctab_release(cap);
+    capture_holds_settle(held, nheld);
     if (release)
         cache_on_graph_destroy(DRV_cuGraphDestroy, unwanted);
 }
@@ -1410,7 +1170,7 @@ static void end_release_unwanted(struct capture *cap, int wants_graph, CUgraph u
  * its place now, and its end is what the program gets. */
 static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *graph)
 {
-    set_reason(cap, "recapture failed at end");
+    capture_set_reason(cap, "recapture failed at end");
     if (restart_as_plain(cap) != CUDA_SUCCESS)
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     return end_real(id, cap->origin.real, graph);
@@ -1440,7 +1200,7 @@ static CUresult end_observed(enum drv_id id, struct stream_ref s, CUgraph *phGra
                               "the capture is logged without its node count");
     PHASE_MARK(PHASE_OBSERVE_END_NODES, t_released, t_counted_nodes);
     rep.us = runtime_since_us(o->t0);
-    count_capture(o->site, &rep, PATH_OBSERVE, 0);
+    count_capture(o->site, &rep, PATH_OBSERVE, 0, 0);
     PHASE_MARK(PHASE_OBSERVE_END_COUNT, t_counted_nodes, t_logged);
     return r;
 }
@@ -1465,7 +1225,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
          * driver must know of the capture to answer. */
         if (capture_any_self_recorded() && (cap = ctab_find_stream(s.key)) != NULL) {
             pthread_mutex_lock(&cap->lock);
-            fall_back(cap, "the program ended the capture on a stream other than its origin");
+            capture_fall_back(cap, "the program ended the capture on a stream other than its origin");
             pthread_mutex_unlock(&cap->lock);
             ctab_release(cap);
         }
@@ -1484,13 +1244,19 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
         phGraph = &unwanted;
 
     CUresult r;
-    if ((cap->by_recap || cap->no_driver_capture) && self_end(cap, phGraph, &r)) {
+    end_invalidated(cap);
+    if ((cap->by_recap || cap->no_driver_capture) && recorded_end(cap, phGraph, &r)) {
         end_release_unwanted(cap, wants_graph, unwanted);
         PHASE_MARK(PHASE_END_RECORDED_TOTAL, t_entry, t_ended);
         return r;
     }
-    if (cap->fallback_pending && may_end_here(cap))
-        fall_back(cap, cap->reason);
+    if (cap->fallback_pending && capture_may_end_here(cap)) {
+        capture_fall_back(cap, cap->reason);
+        if (cap->invalidated && recorded_end(cap, phGraph, &r)) {
+            end_release_unwanted(cap, wants_graph, unwanted);
+            return r;
+        }
+    }
 
     CUgraph graph = NULL;
     r = end_real(id, stream, phGraph ? &graph : NULL);
@@ -1520,7 +1286,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
             cap->path = PATH_FRESH;
         } else {
             nodes = cap->target->nodes;
-            account_recapture(cap);
+            capture_account_recapture(cap);
         }
     }
     if (r == CUDA_SUCCESS && graph && cap->path != PATH_RECAPTURE)
@@ -1530,7 +1296,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
         *phGraph = graph;
     ctab_unregister(cap);
     ctab_memo_forget(cap);
-    report_end(cap, r, nodes);
+    capture_report_end(cap, r, nodes);
     end_release_unwanted(cap, wants_graph, unwanted);
     return r;
 }

@@ -8,6 +8,7 @@
 #include "shim/cache.h"
 #include "shim/capture.h"
 #include "shim/capture_guard.h"
+#include "shim/capture_holds.h"
 
 /* What the driver holds for this thread: it starts every thread in GLOBAL. */
 static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
@@ -32,9 +33,14 @@ CUresult capture_on_exchange_mode(CUstreamCaptureMode *mode)
 
 CUresult capture_on_guard(enum drv_id id, union drv_args *args)
 {
-    CUresult r = capture_on_guarded_call(id, args, thread_mode);
+    /* A +hold row comes here while any capture keeps a journal, the others
+     * only while recap records one itself. */
+    CUresult r = capture_any_self_recorded() ? capture_on_guarded_call(id, args, thread_mode)
+                                             : CUDA_SUCCESS;
     if (r != CUDA_SUCCESS)
         return r;
+    if (drv_table[id].hold_kind != DRV_HOLD_NONE)
+        return capture_on_release(id, args);
     r = drv_invoke(id, args);
     if (r == CUDA_ERROR_OUT_OF_MEMORY && drv_table[id].oom_retry &&
         cache_release_for_oom())

@@ -21,7 +21,8 @@
 #include "shim/driver_api.h"
 
 /* The hook of every guard:K call except capture_mode, reached only while
- * capture_any_self_recorded(): decides, from the call's id and arguments
+ * capture_any_self_recorded() (+hold rows: capture_any_journaled(), and
+ * they end in capture_on_release): decides, from the call's id and arguments
  * (drv_table[id].guard_kind, drv_args_stream, drv_args_event,
  * drv_args_second_event), what the driver would have done during the
  * capture, and makes the call (drv_invoke). For guard:unsafe+oom rows the

@@ -150,14 +150,17 @@ void ctab_self_recorded_done(struct capture *cap)
     pthread_mutex_unlock(&captures_lock);
 }
 
-void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *arg)
+/* Calls fn on each registered capture that `wanted` accepts (read under
+ * captures_lock), referenced for the call, outside the lock. */
+static void each_registered(int (*wanted)(const struct capture *cap),
+                            void (*fn)(struct capture *cap, void *arg), void *arg)
 {
     struct capture *found[sizeof active / sizeof active[0]];
     int n = 0;
     pthread_mutex_lock(&captures_lock);
     for (int i = 0; i < nactive; i++) {
-        if (active[i]->by_recap) {
-            active[i]->refs++;
+        if (wanted(active[i])) {
+            __atomic_add_fetch(&active[i]->refs, 1, __ATOMIC_RELAXED);
             found[n++] = active[i];
         }
     }
@@ -166,6 +169,26 @@ void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *a
         fn(found[i], arg);
         ctab_release(found[i]);
     }
+}
+
+static int is_self_recorded(const struct capture *cap)
+{
+    return cap->by_recap;
+}
+
+static int is_journaled(const struct capture *cap)
+{
+    return cap->journaled;
+}
+
+void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *arg)
+{
+    each_registered(is_self_recorded, fn, arg);
+}
+
+void ctab_each_journaled(void (*fn)(struct capture *cap, void *arg), void *arg)
+{
+    each_registered(is_journaled, fn, arg);
 }
 
 static struct capture *find(int (*match)(struct capture *, const void *), const void *what)
@@ -336,6 +359,8 @@ void ctab_release(struct capture *cap)
         return;
     free(cap->changed);
     free(cap->self);
+    free(cap->match);
+    free(cap->held);
     pthread_mutex_destroy(&cap->lock);
     pthread_mutex_destroy(&cap->changes_lock);
     free(cap);
@@ -352,6 +377,8 @@ void ctab_after_fork_child(void)
         journal_free(&active[i]->journal);
         free(active[i]->changed);
         free(active[i]->self);
+        free(active[i]->match);
+        free(active[i]->held);
         free(active[i]);
     }
     nactive = 0;

@@ -16,6 +16,8 @@
 #include "shim/cache.h"
 #include "shim/journal.h"
 
+struct match_set;
+
 /* Streams and events one capture can involve before recap stops following
  * it (a recapture then falls back: its journal could miss a call). Kept
  * small so that a struct capture stays in malloc's per-thread cache. */
@@ -31,6 +33,13 @@ struct stream_ref {
     const void *key;        /* what identifies it in the table */
 };
 
+/* A destroy or free the program made of a handle the capture's replay may
+ * still need (shim/capture_holds.h): made for real once it no longer can. */
+struct held_release {
+    enum drv_id id;
+    union drv_args args;
+};
+
 struct capture {
     /* Kept across the captures a record serves (ctab_release keeps one
      * released record for the next ctab_new): initialised once. */
@@ -40,8 +49,11 @@ struct capture {
     /* Buffers, owned; allocated on first need, so that a loop allocates
      * nothing per capture: */
     struct self_record *self;        /* used while by_recap (kept to the end) */
+    struct match_set *match;         /* candidates while matching (shim/match.h) */
     struct changed_node *changed;    /* the change list, nchanged entries valid */
     size_t changed_capacity;
+    struct held_release *held;       /* releases held back (capture_holds.h), nheld valid */
+    size_t held_capacity;
 
     /* Zero at the start of every capture, from here to the end. */
     struct stream_ref origin;
@@ -63,6 +75,13 @@ struct capture {
     int graph_lent;                  /* ... the cached graph of a recording: a switch captures into it */
     CUgraph lent_graph;              /* that graph once switched (no longer cached) */
     int resumed;                     /* a recording went on as a driver capture in its graph */
+    int ended;                       /* its end ran: no call of it will be replayed */
+    int record;                      /* decided: recap records it, if the site keeps a graph */
+    int matching;                    /* recorded, still choosing among candidates */
+    int candidates;                  /* kept graphs it was compared with at its begin */
+    const char *switch_call;         /* the call at which it became a driver capture */
+    double wasted_us;                /* what switching cost: the replay */
+    size_t nheld;
     double t0;
 
     /* Captures recap records itself (shim/self_record.h): no driver capture
@@ -112,9 +131,11 @@ static inline int capture_any_self_recorded(void)
  * cap->lock. */
 void ctab_self_recorded_done(struct capture *cap);
 
-/* Calls fn on every registered capture recap records itself, referenced
- * for the call (fn takes cap->lock itself if it needs it). */
+/* Calls fn on every registered capture recap records itself (or, _journaled,
+ * every registered capture that keeps a journal), referenced for the call
+ * (fn takes cap->lock itself if it needs it). */
 void ctab_each_self_recorded(void (*fn)(struct capture *cap, void *arg), void *arg);
+void ctab_each_journaled(void (*fn)(struct capture *cap, void *arg), void *arg);
 
 /* Every thread's CU_STREAM_PER_THREAD is a different stream: its key is
  * this thread's own byte. */

@@ -9,6 +9,7 @@
 #include "shim/cache.h"
 #include "shim/capture.h"
 #include "shim/capture_guard.h"
+#include "shim/capture_holds.h"
 #include "shim/driver.h"
 #include "shim/exec_reuse.h"
 #include "shim/interpose.h"

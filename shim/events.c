@@ -214,6 +214,10 @@ void event_capture(const struct capture_report *r)
     if (r->by)
         jlog_str(&l, "by", r->by);
     jlog_str(&l, "reason", r->reason);
+    if (r->candidates >= 0)
+        jlog_i64(&l, "candidates", r->candidates);
+    if (r->switch_call)
+        jlog_str(&l, "switch_call", r->switch_call);
     if (r->nodes >= 0)
         jlog_i64(&l, "nodes", r->nodes);
     else
@@ -291,15 +295,18 @@ void event_reuse_gate(struct site *site, enum gate_change change)
         return;
     }
     char why[160];
-    if (change == GATE_CLOSED_FAILURES)
-        snprintf(why, sizeof why, "%d recaptures or updates failed in a row", GATE_FAILURES_IN_ROW);
+    if (change == GATE_CLOSED_COST)
+        snprintf(why, sizeof why, "%u recaptures or updates failed and cost %.0f us more than %u "
+                 "hits saved in the last %u looks", g.last_failures, -g.last_net_us, g.last_hits,
+                 g.last_failures + g.last_misses + g.last_hits);
     else if (change == GATE_CLOSED_OVER_BUDGET)
         snprintf(why, sizeof why, "a kept %s of %llu bytes alone exceeds the cache budget of %llu "
                  "bytes: nothing of this site can be kept (raise cache_budget)", g.over_noun,
                  g.over_bytes, g.over_budget);
     else
-        snprintf(why, sizeof why, "%u misses against %u hits in the last %u looks", g.last_misses,
-                 g.last_hits, g.last_misses + g.last_hits);
+        snprintf(why, sizeof why, "%u misses against %u hits and %u failures in the last %u looks",
+                 g.last_misses, g.last_hits, g.last_failures,
+                 g.last_misses + g.last_hits + g.last_failures);
     event_reuse(site, "stopped", why, now, g.reopen_at - now, g.last_hits, g.last_misses);
 }
 
@@ -408,6 +415,9 @@ static void end_one_site(struct site *site, void *arg)
      * at exit, cannot wait on a thread stuck in the driver. */
     pthread_mutex_lock(&site->lock);
     struct site_counters c = site->count;
+    struct site_reason_count reasons[SITES_FALLBACK_REASONS];
+    memcpy(reasons, site->fallback_reasons, sizeof reasons);
+    unsigned long other = site->fallback_other;
     pthread_mutex_unlock(&site->lock);
     struct site_cache_counts kept = w->above->site_counts(site);
     jlog_object_begin(w->line, NULL);
@@ -415,6 +425,15 @@ static void end_one_site(struct site *site, void *arg)
     counters_json(w->line, &c);
     jlog_u64(w->line, "kept", kept.kept);
     jlog_u64(w->line, "evicted", kept.evicted);
+    if (c.fallbacks) {
+        /* Exact counts by reason: capture events are sampled. */
+        jlog_object_begin(w->line, "fallback_reasons");
+        for (int i = 0; i < SITES_FALLBACK_REASONS && reasons[i].count; i++)
+            jlog_u64(w->line, reasons[i].text, reasons[i].count);
+        if (other)
+            jlog_u64(w->line, "other reasons", other);
+        jlog_object_end(w->line);
+    }
     jlog_object_end(w->line);
     w->cache_total.kept += kept.kept, w->cache_total.evicted += kept.evicted;
     struct site_counters *t = &w->total;

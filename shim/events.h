@@ -39,6 +39,9 @@ struct capture_report {
     unsigned long changed, eligible, ineligible, errors;
     double us;
     int result;                /* CUresult the program saw from the end */
+    int candidates;            /* kept graphs it was matched against (or recaptured into) */
+    const char *switch_call;   /* the call at which it switched to a driver capture */
+    double wasted_us;          /* what its switch cost (the replay), not logged */
     int write;                 /* to the log (verbose lines always) */
 };
 

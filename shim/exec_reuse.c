@@ -270,7 +270,7 @@ static int site_reuses_execs(const struct site *site, int closed)
  * that look (a failed update counts as a failure). Returns whether its
  * event is worth writing; *change is what the look did to the site's gate. */
 static int count_instantiation(struct site *site, enum inst_how how, const char *reason,
-                               int looked, int update_failed, double us,
+                               int looked, int update_failed, double us, double wasted_us,
                                enum gate_change *change)
 {
     struct site_counters *c = &site->count;
@@ -278,9 +278,14 @@ static int count_instantiation(struct site *site, enum inst_how how, const char 
     c->instantiations++;
     c->update_failures += update_failed;
     *change = GATE_SAME;
-    if (looked)
-        *change = sites_record_look_locked(site, how != HOW_NEW ? GATE_HIT
-                                                 : update_failed ? GATE_FAILED : GATE_MISS);
+    if (looked) {
+        /* What it saved against the site's new instantiations (measured
+         * before this one counts), or what the failed attempt cost. */
+        enum gate_look look = how != HOW_NEW ? GATE_HIT : update_failed ? GATE_FAILED : GATE_MISS;
+        double net = look == GATE_HIT ? sites_instantiation_net_locked(site, us)
+                   : look == GATE_FAILED ? -wasted_us : 0;
+        *change = sites_record_look_locked(site, look, net);
+    }
     switch (how) {
     case HOW_NEW: c->how_new++; break;
     case HOW_UPDATE: c->how_update++; break;
@@ -328,10 +333,13 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     int reusable = site_reuses_execs(site, closed) && !(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
 
     int update_failed = 0, driver_refused = 0;
+    double wasted_us = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
     PHASE_MARK(PHASE_INST_TAKE_EXEC, t_held, t_taken);
     if (e) {
+        double t_attempt = runtime_now_us();
         if (sync_exec(e, g, &how, &driver_refused, reason, sizeof reason) != 0) {
+            wasted_us = runtime_since_us(t_attempt);
             how = HOW_NEW;
             cache_exec_discard(e);
             e = NULL;
@@ -410,7 +418,8 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     double us = runtime_since_us(t0);
     const char *why = reason[0] ? reason : NULL;
     enum gate_change change;
-    int write = count_instantiation(site, how, why, reusable, update_failed, us, &change);
+    int write = count_instantiation(site, how, why, reusable, update_failed, us, wasted_us,
+                                    &change);
     event_instantiate(site, seq, how_names[how], why, us, write);
     if (driver_refused && shapes_become_typed(site))
         event_reuse_shapes_typed(site, reason);

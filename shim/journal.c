@@ -322,6 +322,98 @@ static int node_created_by(enum drv_id id, const union drv_args *a, CUgraphNodeT
     return 1;
 }
 
+/* --- what a call names: handles its replay needs alive -------------------------- */
+
+int journal_op_names_event(const struct journal_op *op, CUevent event)
+{
+    enum drv_op_kind kind = (enum drv_op_kind)drv_table[op->id].op_kind;
+    return (kind == DRV_OP_EVENT_RECORD || kind == DRV_OP_STREAM_WAIT) &&
+           drv_args_event(op->id, &op->args) == event;
+}
+
+/* The addresses of one side of a copy described by a struct (2D, 3D). */
+#define STRUCT_SIDE(p, side, host)                                                      \
+    ((host) ? ((p)->side##MemoryType == CU_MEMORYTYPE_HOST ? (uintptr_t)(p)->side##Host : 0) \
+            : ((p)->side##MemoryType == CU_MEMORYTYPE_DEVICE ||                          \
+               (p)->side##MemoryType == CU_MEMORYTYPE_UNIFIED ? (uintptr_t)(p)->side##Device : 0))
+
+#define BOTH(sym) case DRV_##sym: case DRV_##sym##_ptsz:
+
+/* The device (host: 0) or host (host: 1) addresses a copy or memset names,
+ * up to two; unified addresses (cuMemcpyAsync) count on both sides. */
+static int op_addresses(const struct journal_op *op, int host, uintptr_t at[2])
+{
+    const union drv_args *a = &op->args;
+    switch (op->id) {
+    BOTH(cuMemcpyAsync)
+        at[0] = a->cuMemcpyAsync.dst, at[1] = a->cuMemcpyAsync.src;
+        return 2;
+    BOTH(cuMemcpyHtoDAsync_v2)
+        at[0] = host ? (uintptr_t)a->cuMemcpyHtoDAsync_v2.srcHost : a->cuMemcpyHtoDAsync_v2.dstDevice;
+        return 1;
+    BOTH(cuMemcpyDtoHAsync_v2)
+        at[0] = host ? (uintptr_t)a->cuMemcpyDtoHAsync_v2.dstHost : a->cuMemcpyDtoHAsync_v2.srcDevice;
+        return 1;
+    BOTH(cuMemcpyDtoDAsync_v2)
+        if (host)
+            return 0;
+        at[0] = a->cuMemcpyDtoDAsync_v2.dstDevice, at[1] = a->cuMemcpyDtoDAsync_v2.srcDevice;
+        return 2;
+    BOTH(cuMemcpyHtoAAsync_v2)
+        at[0] = host ? (uintptr_t)a->cuMemcpyHtoAAsync_v2.srcHost : 0;
+        return host;
+    BOTH(cuMemcpyAtoHAsync_v2)
+        at[0] = host ? (uintptr_t)a->cuMemcpyAtoHAsync_v2.dstHost : 0;
+        return host;
+    BOTH(cuMemcpyPeerAsync)
+        if (host)
+            return 0;
+        at[0] = a->cuMemcpyPeerAsync.dstDevice, at[1] = a->cuMemcpyPeerAsync.srcDevice;
+        return 2;
+    BOTH(cuMemcpy2DAsync_v2) {
+        const CUDA_MEMCPY2D *p = a->cuMemcpy2DAsync_v2.pCopy;
+        at[0] = STRUCT_SIDE(p, src, host), at[1] = STRUCT_SIDE(p, dst, host);
+        return 2;
+    }
+    BOTH(cuMemcpy3DAsync_v2) {
+        const CUDA_MEMCPY3D *p = a->cuMemcpy3DAsync_v2.pCopy;
+        at[0] = STRUCT_SIDE(p, src, host), at[1] = STRUCT_SIDE(p, dst, host);
+        return 2;
+    }
+    BOTH(cuMemcpy3DPeerAsync) {
+        const CUDA_MEMCPY3D_PEER *p = a->cuMemcpy3DPeerAsync.pCopy;
+        at[0] = STRUCT_SIDE(p, src, host), at[1] = STRUCT_SIDE(p, dst, host);
+        return 2;
+    }
+    BOTH(cuMemsetD8Async)
+    BOTH(cuMemsetD16Async)
+    BOTH(cuMemsetD32Async)
+    BOTH(cuMemsetD2D8Async)
+    BOTH(cuMemsetD2D16Async)
+    BOTH(cuMemsetD2D32Async)
+        if (host)
+            return 0;
+        /* Every memset's first argument is its destination. */
+        at[0] = a->cuMemsetD8Async.dstDevice;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+#undef BOTH
+#undef STRUCT_SIDE
+
+int journal_op_names_memory(const struct journal_op *op, uintptr_t lo, uintptr_t hi, int host)
+{
+    uintptr_t at[2] = { 0, 0 };
+    int n = op_addresses(op, host, at);
+    for (int i = 0; i < n; i++)
+        if (at[i] && at[i] >= lo && at[i] < hi)
+            return 1;
+    return 0;
+}
+
 /* --- the journal ----------------------------------------------------------------- */
 
 int journal_can_copy(enum drv_id id, const union drv_args *args, const char **why)

@@ -15,6 +15,7 @@
 #define RECAP_JOURNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "shim/driver_api.h"
 #include "shim/kparams.h"
@@ -65,6 +66,12 @@ void journal_free(struct journal *j);
  * makes the journal unreplayable, with the reason kept. Out of memory does
  * too. */
 void journal_append(struct journal *j, enum drv_id id, const union drv_args *args);
+
+/* Whether a recorded call names `event` (records or waits for it), or
+ * memory in [lo, hi) on the device (host 0) or host (host 1) side of a
+ * copy or memset: handles its replay needs valid (shim/capture_holds.h). */
+int journal_op_names_event(const struct journal_op *op, CUevent event);
+int journal_op_names_memory(const struct journal_op *op, uintptr_t lo, uintptr_t hi, int host);
 
 /* Whether a call can be journaled faithfully, without appending it; *why
  * says why not. */

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/hash.h"
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/kparams.h"
@@ -623,98 +624,139 @@ static enum self_verdict refuse(char *why, size_t len, const char *fmt, const ch
     return SELF_SWITCH;
 }
 
-enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
-                                   const union drv_args *a, struct changed_node *changed,
-                                   char *why, size_t len)
+/* One call compared with the recording's next: what must be equal (entry
+ * point, function, attributes, sizes, the part each stream and event
+ * plays) is, and whether the values that may change did. Writes nothing
+ * into the recording or its graph; the pairing of streams and events may
+ * grow. */
+struct call_match {
+    struct journal_op *op;          /* the recording's call */
+    struct call_view cur, rec;
+    int same;                       /* every value equal too */
+    int dims;                       /* a launch's grid, block or shared memory changed */
+    int event_op;                   /* an event record or wait (no node of its own) */
+    int si, ei;                     /* stream and event pair indices */
+};
+
+static enum self_verdict compare_call(struct self_record *s, enum drv_id id,
+                                      const union drv_args *a, struct call_match *m, char *why,
+                                      size_t len)
 {
     if (s->next >= s->rec->nops)
         return refuse(why, len, "the capture made more calls than the graph holds (%s)",
                       drv_table[id].symbol);
-    struct journal_op *op = &s->rec->ops[s->next];
+    struct journal_op *op = m->op = &s->rec->ops[s->next];
     if (op->id != id)
         return refuse(why, len, "the capture called %s where its graph had another call",
                       drv_table[id].symbol);
 
-    struct call_view cur, rec;
-    view_of(id, a, &cur);
-    view_of(op->id, &op->args, &rec);
-    if (cur.cls == CALL_OTHER)
+    view_of(id, a, &m->cur);
+    view_of(op->id, &op->args, &m->rec);
+    const struct call_view *cur = &m->cur, *rec = &m->rec;
+    if (cur->cls == CALL_OTHER)
         return refuse(why, len, "recap does not record %s itself", drv_table[id].symbol);
-    int si = stream_index(s, ctab_stream_ref(id, cur.stream).key,
-                          ctab_stream_ref(id, rec.stream).key);
-    if (si < 0)
+    m->si = stream_index(s, ctab_stream_ref(id, cur->stream).key,
+                         ctab_stream_ref(id, rec->stream).key);
+    if (m->si < 0)
         return refuse(why, len, "%s used streams in another arrangement", drv_table[id].symbol);
-    struct self_deps *deps = &s->stream_deps[si];
 
-    int same = 1;
-    switch (cur.cls) {
+    m->same = 1;
+    m->dims = 0;
+    m->event_op = 0;
+    switch (cur->cls) {
     case CALL_EVENT_RECORD:
-    case CALL_WAIT: {
-        int ei = event_index(s, cur.event, rec.event);
-        if (ei < 0 || cur.flags != rec.flags)
+    case CALL_WAIT:
+        m->ei = event_index(s, cur->event, rec->event);
+        if (m->ei < 0 || cur->flags != rec->flags)
             return refuse(why, len, "%s used events in another arrangement", drv_table[id].symbol);
         if (op->creates_node) {
             if (!op->node)
                 return refuse(why, len, "recap does not know the node %s made",
                               drv_table[id].symbol);
-            deps_set_one(deps, op->node);
-        } else if (cur.cls == CALL_EVENT_RECORD) {
-            s->event_deps[ei] = *deps;
-            s->event_recorded[ei] = 1;
-        } else {
-            if (!s->event_recorded[ei])
-                return refuse(why, len, "%s waited for an event not recorded in the capture",
-                              drv_table[id].symbol);
-            deps_merge(deps, &s->event_deps[ei]);
+        } else if (cur->cls == CALL_WAIT && !s->event_recorded[m->ei]) {
+            return refuse(why, len, "%s waited for an event not recorded in the capture",
+                          drv_table[id].symbol);
         }
-        store_call(op, a, &cur, &rec, 1);
-        s->next++;
+        m->event_op = 1;
         return SELF_SAME;
-    }
     case CALL_KERNEL: {
-        if (cur.f != rec.f || !configs_equal(cur.config, rec.config))
+        if (cur->f != rec->f || !configs_equal(cur->config, rec->config))
             return refuse(why, len, "%s changed the function or the launch attributes",
                           drv_table[id].symbol);
-        int dims = dims_differ(cur.dims, rec.dims);
-        if (dims && is_cooperative(id))
+        m->dims = dims_differ(cur->dims, rec->dims);
+        if (m->dims && is_cooperative(id))
             return refuse(why, len, "%s changed a cooperative launch's dimensions",
                           drv_table[id].symbol);
-        int eq = kernel_args_equal(&cur, op->layout, rec.params, rec.params ? NULL : rec.extra);
+        int eq = kernel_args_equal(cur, op->layout, rec->params, rec->params ? NULL : rec->extra);
         if (eq < 0)
             return refuse(why, len, "%s passed its arguments another way", drv_table[id].symbol);
-        same = eq && !dims;
-        if (dims)
-            kernel_dims_store(op, &cur, &rec);
+        m->same = eq && !m->dims;
         break;
     }
     case CALL_MEMSET:
-        if (memcmp(cur.sizes, rec.sizes, sizeof cur.sizes) != 0)
+        if (memcmp(cur->sizes, rec->sizes, sizeof cur->sizes) != 0)
             return refuse(why, len, "%s changed its size", drv_table[id].symbol);
-        same = cur.dst == rec.dst && cur.value == rec.value;
+        m->same = cur->dst == rec->dst && cur->value == rec->value;
         break;
     case CALL_COPY:
-        if (cur.bytes != rec.bytes)
+        if (cur->bytes != rec->bytes)
             return refuse(why, len, "%s changed its size", drv_table[id].symbol);
-        same = cur.to == rec.to && cur.from == rec.from;
+        m->same = cur->to == rec->to && cur->from == rec->from;
         break;
     case CALL_HOST:
-        if (cur.fn != rec.fn)
+        if (cur->fn != rec->fn)
             return refuse(why, len, "%s changed the host function", drv_table[id].symbol);
-        same = cur.data == rec.data;
+        m->same = cur->data == rec->data;
         break;
     default:
         break;
     }
     if (!op->node)
         return refuse(why, len, "recap does not know the node %s made", drv_table[id].symbol);
+    return m->same ? SELF_SAME : SELF_CHANGED;
+}
 
-    if (!same) {
+/* The call is the capture's: what each stream and event now depends on,
+ * and the next call expected. */
+static void advance(struct self_record *s, const struct call_match *m)
+{
+    struct self_deps *deps = &s->stream_deps[m->si];
+    if (m->event_op && !m->op->creates_node) {
+        if (m->cur.cls == CALL_EVENT_RECORD) {
+            s->event_deps[m->ei] = *deps;
+            s->event_recorded[m->ei] = 1;
+        } else {
+            deps_merge(deps, &s->event_deps[m->ei]);
+        }
+    } else {
+        deps_set_one(deps, m->op->node);
+    }
+    s->next++;
+}
+
+enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
+                                   const union drv_args *a, struct changed_node *changed,
+                                   char *why, size_t len)
+{
+    struct call_match m;
+    enum self_verdict v = compare_call(s, id, a, &m, why, len);
+    if (v == SELF_SWITCH)
+        return v;
+    struct journal_op *op = m.op;
+    if (m.event_op) {
+        store_call(op, a, &m.cur, &m.rec, 1);
+        advance(s, &m);
+        return SELF_SAME;
+    }
+    if (m.dims)
+        kernel_dims_store(op, &m.cur, &m.rec);
+    if (!m.same) {
         if (!mark_stale(s, op)) {
             /* Memsets and copies: the driver checks their addresses at
              * the call, so the node takes them now and a refusal still
              * reaches this call through the switch. */
             const char *call = NULL;
-            CUresult r = apply_to_node(op, &cur, &call);
+            CUresult r = apply_to_node(op, &m.cur, &call);
             if (r != CUDA_SUCCESS) {
                 snprintf(why, len, "%s failed (%s) for %s", call, drv_result_name(r),
                          drv_table[id].symbol);
@@ -725,10 +767,116 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
         changed->type = op->creates;
         changed->op = (long)s->next;
     }
-    store_call(op, a, &cur, &rec, same);
-    deps_set_one(deps, op->node);
-    s->next++;
-    return same ? SELF_SAME : SELF_CHANGED;
+    store_call(op, a, &m.cur, &m.rec, m.same);
+    advance(s, &m);
+    return m.same ? SELF_SAME : SELF_CHANGED;
+}
+
+enum self_verdict self_record_match(struct self_record *s, enum drv_id id,
+                                    const union drv_args *a, int *needs_node, char *why,
+                                    size_t len)
+{
+    struct call_match m;
+    enum self_verdict v = compare_call(s, id, a, &m, why, len);
+    if (v == SELF_SWITCH)
+        return v;
+    /* What mark_stale would not defer: a new memset or copy address. */
+    *needs_node = v == SELF_CHANGED && m.op->creates != CU_GRAPH_NODE_TYPE_KERNEL &&
+                  m.op->creates != CU_GRAPH_NODE_TYPE_HOST;
+    advance(s, &m);
+    return v;
+}
+
+/* --- signatures ------------------------------------------------------------------ */
+
+/* Index of `key` among the first n of seen[], appended when new: the part
+ * a stream or event plays, by order of first appearance. */
+static uint64_t part_of(const void **seen, int *n, int max, const void *key)
+{
+    for (int i = 0; i < *n; i++)
+        if (seen[i] == key)
+            return (uint64_t)i;
+    if (*n < max)
+        seen[(*n)++] = key;
+    return (uint64_t)*n;
+}
+
+uint64_t self_record_signature(const struct journal *rec)
+{
+    const void *streams[CAPTURE_MAX_STREAMS], *events[CAPTURE_MAX_EVENTS];
+    int nstreams = 0, nevents = 0;
+    uint64_t h = HASH_FNV_OFFSET;
+    streams[nstreams++] = rec->origin_key;
+    for (size_t i = 0; i < rec->nops; i++) {
+        const struct journal_op *op = &rec->ops[i];
+        struct call_view v;
+        view_of(op->id, &op->args, &v);
+        uint64_t words[8] = { (uint64_t)op->id, (uint64_t)v.cls,
+                              part_of(streams, &nstreams, CAPTURE_MAX_STREAMS,
+                                      ctab_stream_ref(op->id, v.stream).key) };
+        switch (v.cls) {
+        case CALL_EVENT_RECORD:
+        case CALL_WAIT:
+            words[3] = part_of((const void **)events, &nevents, CAPTURE_MAX_EVENTS, v.event);
+            words[4] = v.flags;
+            break;
+        case CALL_KERNEL:
+            words[3] = (uint64_t)(uintptr_t)v.f;
+            words[4] = v.params != NULL;
+            words[5] = v.config ? v.config->numAttrs : 0;
+            if (v.config && v.config->numAttrs)
+                h = hash_fnv1a(h, v.config->attrs, v.config->numAttrs * sizeof *v.config->attrs);
+            if (is_cooperative(op->id))
+                h = hash_fnv1a(h, v.dims, sizeof v.dims);
+            break;
+        case CALL_MEMSET:
+            h = hash_fnv1a(h, v.sizes, sizeof v.sizes);
+            break;
+        case CALL_COPY:
+            words[3] = v.bytes;
+            break;
+        case CALL_HOST:
+            words[3] = (uint64_t)(uintptr_t)v.fn;
+            break;
+        default:
+            break;
+        }
+        h = hash_fnv1a(h, words, sizeof words);
+    }
+    return hash_mix64(h ^ rec->nops) | 1;
+}
+
+/* A stream or event handle of the recording, as this capture names it:
+ * the pairing maps the recording's to the capture's (by key, which is the
+ * handle but for per-thread default streams, named the same everywhere). */
+static const void *renamed(const void *const *rec, const void *const *cur, int n, const void *h)
+{
+    for (int i = 0; i < n; i++)
+        if (rec[i] == h)
+            return cur[i];
+    return h;
+}
+
+void self_record_rename_rest(struct self_record *s)
+{
+    struct journal *rec = s->rec;
+    rec->origin_key = s->cur_stream[0];
+    for (size_t i = s->next; i < rec->nops; i++) {
+        struct journal_op *op = &rec->ops[i];
+        CUstream stream = drv_args_stream(op->id, &op->args);
+        if (stream && stream != CU_STREAM_PER_THREAD && stream != CU_STREAM_LEGACY) {
+            CUstream now = (CUstream)renamed(s->rec_stream, s->cur_stream, s->nstreams, stream);
+            if (now != stream)
+                drv_args_set_stream(op->id, &op->args, now);
+        }
+        CUevent event = drv_args_event(op->id, &op->args);
+        if (event) {
+            CUevent now = (CUevent)renamed((const void *const *)s->rec_event,
+                                           (const void *const *)s->cur_event, s->nevents, event);
+            if (now != event)
+                drv_args_set_event(op->id, &op->args, now);
+        }
+    }
 }
 
 int self_record_complete(const struct self_record *s, char *why, size_t len)

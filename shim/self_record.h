@@ -74,8 +74,28 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
                                    const union drv_args *a, struct changed_node *changed,
                                    char *why, size_t len);
 
+/* The same comparison, with nothing written into the recording or its
+ * graph: for a capture still choosing among candidates (shim/match.h).
+ * *needs_node: the call changed a memset's or copy's address or value,
+ * which the driver checks only when a node takes it. */
+enum self_verdict self_record_match(struct self_record *s, enum drv_id id,
+                                    const union drv_args *a, int *needs_node, char *why,
+                                    size_t len);
+
+/* What a recording requires of a capture to match it - entry points,
+ * functions, launch attributes, sizes, the part each stream and event
+ * plays - hashed: two recordings of one signature match the same calls.
+ * Never 0. */
+uint64_t self_record_signature(const struct journal *rec);
+
 /* The capture is over: the recording may be brought up to date again. */
 void self_record_stop(struct self_record *s);
+
+/* The capture wrote its calls so far into the recording and stops there
+ * (a switch): the calls it did not make are renamed to its streams and
+ * events, so the recording stays one capture's throughout. At the end of
+ * a whole capture only the origin changes (every call was written). */
+void self_record_rename_rest(struct self_record *s);
 
 /* Whether the calls so far are the whole recording (checked at end). */
 int self_record_complete(const struct self_record *s, char *why, size_t len);

@@ -47,6 +47,7 @@ struct site *sites_get_named(uint64_t id, const struct site_stack *stack,
             fresh->names = origin ? site_names_new(origin) : NULL;
             fresh->policy = site_names_policy(&runtime_settings, id, fresh->names);
             fresh->working_set = fresh->working_set_told = 1;
+            fresh->concurrency = fresh->concurrency_told = 1;
             pthread_mutex_init(&fresh->lock, NULL);
             fresh->next = sites_table[b];
             sites_table[b] = fresh;
@@ -82,16 +83,33 @@ void sites_forbid_recapture(struct site *site, const char *reason)
         sites_on_forbidden(site, reason);
 }
 
-enum gate_change sites_record_look_locked(struct site *site, enum gate_look look)
+enum gate_change sites_record_look_locked(struct site *site, enum gate_look look, double net_us)
 {
     if (look == GATE_HIT)
         site->count.hits++;
     else
         site->count.misses++;
-    enum gate_change change = gate_record(&site->gate, look, site->seq);
-    if (change == GATE_CLOSED_MISSES || change == GATE_CLOSED_FAILURES)
+    enum gate_change change = gate_record(&site->gate, look, net_us, site->seq);
+    if (change == GATE_CLOSED_MISSES || change == GATE_CLOSED_COST)
         site->count.backoffs++;
     return change;
+}
+
+/* What an action that took `us` saved against one the site measured at
+ * `total` over `n` (0 while nothing was measured). */
+static double saved_against(double us, double total, unsigned long n)
+{
+    return n ? total / (double)n - us : 0;
+}
+
+double sites_capture_net_locked(const struct site *site, double us)
+{
+    return saved_against(us, site->count.fresh_us, site->count.fresh);
+}
+
+double sites_instantiation_net_locked(const struct site *site, double us)
+{
+    return saved_against(us, site->count.inst_new_us, site->count.how_new);
 }
 
 enum gate_change sites_close_over_budget_locked(struct site *site, const char *noun,
@@ -101,6 +119,85 @@ enum gate_change sites_close_over_budget_locked(struct site *site, const char *n
     if (change != GATE_SAME)
         site->count.backoffs++;
     return change;
+}
+
+/* The slot of a stream: its own, a free one, else the last (shared). */
+static struct site_stream *stream_slot(struct site *site, const void *key, int create)
+{
+    for (int i = 0; i < SITES_STREAM_SLOTS; i++) {
+        struct site_stream *st = &site->streams[i];
+        if (st->key == key)
+            return st;
+        if (!st->key) {
+            if (!create)
+                return NULL;
+            st->history = calloc(1, sizeof *st->history);
+            if (!st->history)
+                return NULL;
+            st->key = key;
+            return st;
+        }
+    }
+    return &site->streams[SITES_STREAM_SLOTS - 1];
+}
+
+uint64_t sites_stream_guess_locked(struct site *site, const void *stream_key)
+{
+    struct site_stream *st = stream_slot(site, stream_key, 0);
+    if (!st || !st->history)
+        return 0;
+    /* Periods up to twice the working set: a cycle such as A,A,B is
+     * longer than its distinct shapes, but a single odd shape among many
+     * repeats must not read as one long period. */
+    return predict_next(st->history, 2 * predict_working_set(st->history));
+}
+
+void sites_stream_record_locked(struct site *site, const void *stream_key, uint64_t signature)
+{
+    predict_record(&site->shapes, signature);
+    struct site_stream *st = stream_slot(site, stream_key, 1);
+    if (st && st->history)
+        predict_record(st->history, signature);
+}
+
+void sites_capture_began_locked(struct site *site)
+{
+    site->active++;
+    if (site->active > site->active_peak)
+        site->active_peak = site->active;
+    /* It grows at once (each capture at once takes candidates of its own)
+     * and shrinks a window later. */
+    if (site->active > site->concurrency)
+        site->concurrency = site->active;
+    if (site->seq % GATE_WINDOW == 0) {
+        site->concurrency = site->active_peak > 1 ? site->active_peak : 1;
+        site->active_peak = site->active;
+    }
+}
+
+void sites_capture_ended_locked(struct site *site)
+{
+    if (site->active > 0)
+        site->active--;
+}
+
+void sites_count_fallback_locked(struct site *site, const char *reason)
+{
+    if (!reason || !*reason)
+        reason = "(none given)";
+    for (int i = 0; i < SITES_FALLBACK_REASONS; i++) {
+        struct site_reason_count *rc = &site->fallback_reasons[i];
+        if (rc->count && strncmp(rc->text, reason, sizeof rc->text - 1) == 0) {
+            rc->count++;
+            return;
+        }
+        if (!rc->count) {
+            snprintf(rc->text, sizeof rc->text, "%s", reason);
+            rc->count = 1;
+            return;
+        }
+    }
+    site->fallback_other++;
 }
 
 void sites_for_each(void (*fn)(struct site *site, void *arg), void *arg)
@@ -125,6 +222,8 @@ void sites_after_fork_child(void)
             struct site *s = sites_table[b];
             sites_table[b] = s->next;
             free((void *)s->names);
+            for (int i = 0; i < SITES_STREAM_SLOTS; i++)
+                free(s->streams[i].history);
             free(s);
         }
     }

@@ -48,8 +48,28 @@ struct site_counters {
     unsigned long hits, misses;                 /* looks into what recap keeps */
     unsigned long backoffs;                     /* times the site stopped keeping */
     double capture_us, inst_new_us, reuse_us;
+    double fresh_us;                            /* of the driver captures counted in fresh */
 };
 
+
+/* Streams whose captures a site follows one by one (more share the last
+ * slot's history): where recap must guess which graph a capture repeats
+ * (the 13.3 recapture needs its graph at the begin), it guesses from what
+ * this stream or thread captured, not from the whole site. */
+#define SITES_STREAM_SLOTS 8
+
+struct site_stream {
+    const void *key;                    /* ctab's stream key; NULL: free */
+    struct shape_history *history;      /* signatures captured on it, owned */
+};
+
+/* Distinct fallback reasons a site counts exactly (the rest as "other"). */
+#define SITES_FALLBACK_REASONS 8
+
+struct site_reason_count {
+    char text[96];
+    unsigned long count;
+};
 
 struct site {
     uint64_t id;
@@ -72,6 +92,13 @@ struct site {
     unsigned long instantiate_seq;      /* instantiations so far */
     struct reuse_gate gate;             /* whether keeping and looking pay here */
     int working_set_told;               /* last working set told to the cache */
+    int concurrency_told;               /* ... and captures at once */
+    int active;                         /* captures begun and not ended */
+    int active_peak;                    /* most at once in the current window */
+    int concurrency;                    /* most at once in the last window, >= 1 */
+    struct site_stream streams[SITES_STREAM_SLOTS];
+    struct site_reason_count fallback_reasons[SITES_FALLBACK_REASONS];
+    unsigned long fallback_other;       /* fallbacks of further reasons */
     /* --- under cache_lock (cache.c) --- */
     int working_set;                    /* predict_working_set(&shapes), as told */
     int cache_closed;                   /* the gate is closed: keep nothing */
@@ -85,9 +112,16 @@ struct site {
 };
 
 /* Records one look into the site's kept objects (counts it, feeds the
- * gate); the caller holds site->lock and passes the gate's change to
- * event_reuse_gate after unlocking. */
-enum gate_change sites_record_look_locked(struct site *site, enum gate_look look);
+ * gate with what it saved, net_us, or cost, negative); the caller holds
+ * site->lock and passes the gate's change to event_reuse_gate after
+ * unlocking. */
+enum gate_change sites_record_look_locked(struct site *site, enum gate_look look, double net_us);
+
+/* What a capture (or instantiation) recap served, which took `us`, saved
+ * against the site's mean driver capture (new instantiation); 0 while the
+ * site measured none. Caller holds site->lock. */
+double sites_capture_net_locked(const struct site *site, double us);
+double sites_instantiation_net_locked(const struct site *site, double us);
 
 /* One object the site released was larger than the whole cache budget:
  * closes its gate (counted as a back-off); the caller holds site->lock and
@@ -95,6 +129,24 @@ enum gate_change sites_record_look_locked(struct site *site, enum gate_look look
 enum gate_change sites_close_over_budget_locked(struct site *site, const char *noun,
                                                 unsigned long long bytes, unsigned long long budget);
 
+
+/* What this stream's (or thread's) captures at the site suggest it
+ * captures next: a signature, or 0 (caller holds site->lock). */
+uint64_t sites_stream_guess_locked(struct site *site, const void *stream_key);
+
+/* A capture on this stream ended with a graph of this signature (0: none
+ * known); also counts it into the site's history, whose distinct entries
+ * are its working set. Caller holds site->lock. */
+void sites_stream_record_locked(struct site *site, const void *stream_key, uint64_t signature);
+
+/* A capture began / ended at the site (caller holds site->lock): the most
+ * captures at once over a window of GATE_WINDOW begins is the site's
+ * concurrency. */
+void sites_capture_began_locked(struct site *site);
+void sites_capture_ended_locked(struct site *site);
+
+/* Counts a fallback under its reason (caller holds site->lock). */
+void sites_count_fallback_locked(struct site *site, const char *reason);
 
 /* The site of a stack, created (and announced with a "site" log event) at
  * first sight; a new site is named from the Python frames and NVTX range in

@@ -2,7 +2,8 @@
 """check_run.py - reads what one GPU test run under recap left behind.
 
   check_run.py log --log FILE --stderr FILE --min-captures N [--min-reuse F]
-                   [--max-update-failures K] [--rank R --world-size W]
+                   [--min-by-recap F] [--max-update-failures K]
+                   [--rank R --world-size W]
       The recap log must be valid JSON Lines, its `capture` events must have a
       known `path`, and its `end` event must count at least N captures (recap
       writes routine events for a site's first 64 captures and then at powers
@@ -21,6 +22,10 @@
       every site whose recaptures changed at most DELTA_MAX_PERCENT of the
       nodes (recap's crossover; where more change, recap makes a whole
       update, and the summary says so).
+      With --min-by-recap F, on a driver without the recapture API (recap
+      records repeat captures itself), at least the fraction F of the
+      captures after each site's first were recorded by recap (the end
+      event's by_recap).
       With --max-update-failures, at most K executable updates
       may have failed (the end event's update_failures). With --rank and
       --world-size, the start event must name that rank and world size.
@@ -138,6 +143,7 @@ def check_log(args):
 
     start = next((e for e in events if e["event"] == "start"), {})
     recapture_note = check_recapture(args, start, end, failures)
+    by_recap_note = check_by_recap(args, start, end, failures)
 
     begins = ends = 0
     try:
@@ -175,6 +181,8 @@ def check_log(args):
     print(summary)
     if recapture_note:
         print(f"  {recapture_note}")
+    if by_recap_note:
+        print(f"  {by_recap_note}")
     for e in problems[:3]:
         print(f"  {e['event']}: {e.get('message')}")
     for reason in failures:
@@ -217,6 +225,27 @@ def check_recapture(args, start, end, failures):
             f"recaptured ({fraction:.0%}); {delta_sites} site(s) where few nodes change (delta "
             f"path required), {whole_sites} where more than {DELTA_MAX_PERCENT}% change (whole "
             f"update)")
+
+
+def check_by_recap(args, start, end, failures):
+    """--min-by-recap, where recap records repeat captures itself (no
+    recapture API). Returns a line saying what was required and found, or
+    None when not asked or not applicable."""
+    if args.min_by_recap is None or end is None:
+        return None
+    if start.get("recapture_api") is True:
+        return "recorded by recap: not required (the driver has the recapture API)"
+    sites = [s for s in end.get("sites", []) if s.get("captures", 0) > 0]
+    after_first = sum(s["captures"] - 1 for s in sites)
+    by_recap = sum(s.get("by_recap", 0) for s in sites)
+    fallbacks = sum(s.get("fallbacks", 0) for s in sites)
+    fraction = by_recap / after_first if after_first else 0.0
+    if after_first == 0 or fraction < args.min_by_recap:
+        failures.append(f"recorded by recap: {by_recap} of {after_first} captures after their "
+                        f"site's first ({fraction:.0%} < {args.min_by_recap:.0%}); "
+                        f"{fallbacks} fallbacks")
+    return (f"recorded by recap: {by_recap} of {after_first} captures after the first "
+            f"({fraction:.0%}, required {args.min_by_recap:.0%}); {fallbacks} fallbacks")
 
 
 MEMORY_LINE = re.compile(r"^memory: after (\d+) iterations: (\d+) bytes in use"
@@ -355,6 +384,7 @@ def main():
     p.add_argument("--min-reuse", type=float, default=0.9)
     p.add_argument("--recapture", choices=("auto", "require", "off"), default="auto")
     p.add_argument("--min-recapture", type=float, default=0.9)
+    p.add_argument("--min-by-recap", type=float)
     p.add_argument("--max-update-failures", type=int)
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)

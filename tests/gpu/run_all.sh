@@ -175,6 +175,7 @@ build_bg driver_api build_driver_api
 build_bg overlap "$NVCC" "${CUFLAGS[@]}" "$HERE/overlap.cu" -o "$BIN/overlap"
 build_bg memory_growth "$NVCC" "${CUFLAGS[@]}" "$HERE/memory_growth.cu" -o "$BIN/memory_growth"
 build_bg two_devices "$NVCC" "${CUFLAGS[@]}" "$HERE/two_devices.cu" -o "$BIN/two_devices"
+build_bg threads_one_site "$NVCC" "${CUFLAGS[@]}" "$HERE/threads_one_site.cu" -o "$BIN/threads_one_site"
 build_bg mem_nodes "$NVCC" "${CUFLAGS[@]}" "$HERE/mem_nodes.cu" -o "$BIN/mem_nodes"
 build_bg conditional "$NVCC" "${CUFLAGS[@]}" -I"$HERE" "$HERE/conditional.cu" -o "$BIN/conditional"
 build_bg capture_semantics "$NVCC" "${CUFLAGS[@]}" -I"$HERE" "$HERE/capture_semantics.cu" -o "$BIN/capture_semantics"
@@ -285,6 +286,13 @@ run_case() {
     two_devices) log_checks=(--max-update-failures 0) ;;
     # One instantiation per graph: nothing to reuse, only to leave alone.
     torch_compile) log_checks=(--min-reuse 0) ;;
+    # Four threads, two shapes, one site: recorded by recap (13.0), unless
+    # the whole suite runs with self-recording off.
+    threads_one_site) [ "${RECAP_SELF_RECORD:-}" = off ] || log_checks=(--min-by-recap 0.9) ;;
+    # PyTorch's graph features, one after the other: most sites capture a
+    # few times each, and three captures fail on purpose (a synchronize
+    # inside them).
+    torch_graphed_callables) log_checks=(--min-reuse 0.8) ;;
     nccl_*) log_checks=(--rank 0 --world-size 1) ;;
     esac
     if ! "$PYTHON" "$HERE/check_run.py" log --log "$log" --stderr "$dir/recap.err" \
@@ -338,6 +346,54 @@ run_case() {
         [ -f "$dir/stdout.diff" ] && head -n 6 "$dir/stdout.diff" | sed 's/^/      /' | tee -a "$SUMMARY"
     fi
     sed 's/^/      /' "$dir/check.txt" | tee -a "$SUMMARY"
+}
+
+# run_loop_times NAME BUILD_KEY -- COMMAND...: after run_case NAME, two more
+#   runs under recap without RECAP_VERBOSE (its stderr lines would be timed
+#   too): recap's default (self-recording) and RECAP_SELF_RECORD=off
+#   (executable reuse alone). The program's "loop: N ms" (stderr) of each is
+#   reported as NAME_time, with the plain run's: PASS when self-recording
+#   took less than executable reuse alone. One run each: a first reading,
+#   not a benchmark (scripts/ has those).
+loop_ms() { sed -n 's/^loop: \([0-9.]*\) ms.*/\1/p' "$1" | tail -n 1; }
+
+run_loop_times() {
+    local name=$1 build_key=$2
+    shift 3
+    local dir=$LOGS/$name limit rc way problems=() ms_plain ms_self ms_off
+    selected "$name" || return 0
+    [ "${BUILD_STATUS[$build_key]}" = ok ] && [ -f "$dir/plain.out" ] || return 0
+    if [ "${RECAP_SELF_RECORD:-}" = off ]; then
+        report SKIP "${name}_time" "RECAP_SELF_RECORD=off for the whole suite: nothing to compare"
+        return
+    fi
+    for way in self_off self; do
+        limit=$(run_timeout) || { report FAIL "${name}_time" "not run: time budget spent"; return; }
+        timeout -k 5 "$limit" env -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG -u RECAP_VERBOSE \
+            LD_PRELOAD="$LIB" RECAP_LOG="$dir/time_$way.jsonl" \
+            RECAP_SELF_RECORD="$([ "$way" = self_off ] && echo off)" "$@" \
+            >"$dir/time_$way.out" 2>"$dir/time_$way.err"
+        rc=$?
+        [ "$rc" -eq 0 ] || problems+=("timed run ($way): $(exit_detail "$rc")")
+        same_bytes "$dir/plain.out" "$dir/time_$way.out" ||
+            problems+=("stdout of the timed run ($way) differs from the plain run")
+    done
+    ms_plain=$(loop_ms "$dir/plain.err")
+    ms_self=$(loop_ms "$dir/time_self.err")
+    ms_off=$(loop_ms "$dir/time_self_off.err")
+    local detail="loop ms: self-recording (recap's default) ${ms_self:-?}, RECAP_SELF_RECORD=off ${ms_off:-?}, plain ${ms_plain:-?}"
+    if [ -z "$ms_self" ] || [ -z "$ms_off" ]; then
+        problems+=("no 'loop:' line on stderr")
+    elif ! awk -v a="$ms_self" -v b="$ms_off" 'BEGIN { exit !(a < b) }'; then
+        problems+=("self-recording not faster than executable reuse alone")
+    fi
+    if [ "${#problems[@]}" -eq 0 ]; then
+        report PASS "${name}_time" "$detail"
+    else
+        local joined
+        joined=$(printf '%s; ' "${problems[@]}")
+        report FAIL "${name}_time" "${joined%; }; $detail"
+    fi
 }
 
 # The driver's recapture API against the stand-in's readings: one run, no recap.
@@ -507,6 +563,7 @@ run_case mem_nodes 200 mem_nodes -- "$BIN/mem_nodes"
 run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case torch_shapes 120 - -- "$PYTHON" "$HERE/torch_shapes.py"
 run_case torch_train 81 - -- "$PYTHON" "$HERE/torch_train.py"
+run_case torch_graphed_callables 79 - -- "$PYTHON" "$HERE/torch_graphed_callables.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
 # Inductor's compiled kernels, cached for the run under recap.
@@ -520,6 +577,8 @@ run_case nccl_memory 10100 - -- "${NCCL_ONE_RANK[@]}" "$PYTHON" "$HERE/nccl_allr
     --memory-check
 # Two GPUs: SKIP on a machine with one.
 run_case two_devices 400 two_devices -- "$BIN/two_devices"
+run_case threads_one_site 1200 threads_one_site -- "$BIN/threads_one_site"
+run_loop_times threads_one_site threads_one_site -- "$BIN/threads_one_site"
 run_torchrun_case nccl_torchrun 200 -- --iterations 200
 run_torchrun_case nccl_torchrun_memory 10100 -- --memory-check
 

@@ -11,8 +11,10 @@
  * capture mode, a capture ended on another thread, the program breaking
  * its own capture, kernels launched with `extra`, instantiation variants,
  * double destroys, graph edits by the program, memory pressure, many
- * threads at many sites, and (meant for STANDIN_ASYNC=1) launches left in
- * flight while their executable graphs are destroyed and captured again.
+ * threads at many sites, several threads with shapes of their own at one
+ * site, one kernel position cycling through functions or changing once
+ * in a while, and (meant for STANDIN_ASYNC=1) launches left in flight
+ * while their executable graphs are destroyed and captured again.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -187,6 +189,21 @@ static void recipe_retyped(struct sc_recipe *r, int it)
         sc_add(r, types[v % 3], 0.5f + 0.01f * (float)i, i % 3, 1 + i % 3, 0);
 }
 
+/* One topology whose kernel at one position (the params recipe's scale)
+ * is another function of the same signature in turn: scale, shift,
+ * mirror ("function_cycle"); or, in "one_off", the usual scale with a
+ * mirror there one iteration in 20 (19, 39, ...). Same node count, node
+ * types and wiring every time: only the function tells them apart. */
+static void recipe_function_at_one_position(struct sc_recipe *r, int it, int one_off)
+{
+    static const enum sc_op_type cycle[3] = { SC_SCALE, SC_SHIFT, SC_MIRROR };
+    recipe_params(r, it);
+    if (one_off)
+        r->op[1].type = it % 20 == 19 ? SC_MIRROR : SC_SCALE;
+    else
+        r->op[1].type = cycle[it % 3];
+}
+
 /* "cycleK" or "mixedK" with K a number: the cycle length, else 0. */
 static int cycle_length(const char *name, const char *prefix)
 {
@@ -203,8 +220,15 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
     struct sc_recipe r;
     CUgraph pending = NULL;
     int failures = 0;
+    /* SCENARIO_STATS_AT=N: call counts after N iterations too, and at the
+     * loop's end (stats files ".at" and ".end"), for comparing two runs
+     * over the iterations in between. */
+    const char *at_text = getenv("SCENARIO_STATS_AT");
+    int stats_at = at_text && *at_text ? atoi(at_text) : -1;
 
     for (int it = 0; it < iters; it++) {
+        if (it == stats_at)
+            sc_write_stats_snapshot(".at");
         if (!strcmp(name, "params") || !strncmp(name, "mode_", 5) || !strcmp(name, "variants") ||
             !strcmp(name, "keep_graph"))
             recipe_params(&r, it);
@@ -238,6 +262,10 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
             recipe_shape(&r, it, it < 5 ? 1 : 3);
         else if (!strcmp(name, "fork_join"))
             recipe_fork_join(&r, it);
+        else if (!strcmp(name, "function_cycle"))
+            recipe_function_at_one_position(&r, it, 0);
+        else if (!strcmp(name, "one_off"))
+            recipe_function_at_one_position(&r, it, 1);
         else if (!strcmp(name, "extra_args")) {
             recipe_params(&r, it);
             sc_add(&r, SC_EXTRA_LAUNCH, 1.0f + 0.1f * (float)it, 2, 0, 0);
@@ -250,6 +278,8 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
             each.instantiate_variant = it % 4;
         failures += sc_iteration(&ctx, it, &r, &each, &pending);
     }
+    if (stats_at >= 0)
+        sc_write_stats_snapshot(".end");
     if (pending)
         printf("final destroy rc=%d\n", (int)cuGraphDestroy(pending));
     return failures ? 1 : 0;
@@ -405,6 +435,128 @@ static void three_kernels_init(struct three_kernels *k, int it)
 static CUresult launch_on(CUfunction f, CUstream stream, void **params)
 {
     return cuLaunchKernel(f, SC_N / 64, 1, 1, 64, 1, 1, 0, stream, params, NULL);
+}
+
+/* Temporary events, as code that synchronises streams with short-lived
+ * events makes them: created, used for a fork of stream 0 into stream 1
+ * and the join back, and destroyed, all inside the capture. Every fifth
+ * iteration the kernel on stream 1 (in events_other_thread) or the last
+ * kernel (in events_fork_join) is a memset instead, so a capture recap
+ * recorded (or a recapture) must switch to a driver capture
+ * after the events were destroyed, and its replay still needs them.
+ * events_other_thread makes the calls on stream 1 on a second thread of a
+ * GLOBAL capture, which cannot end it: the switch waits for this thread.
+ * events_other_thread_alloc adds, in the odd iterations, stream-ordered
+ * memory on that thread after the switch became due: calls recap cannot
+ * copy, so it cannot replay them once the switch comes. */
+struct events_arg {
+    int it;
+    float a;
+    int alloc;              /* events_other_thread_alloc: stream-ordered memory too */
+    char codes[96];
+};
+
+/* Forked stream 1's part: the kernel, then a join through a temporary
+ * event, created and destroyed here. */
+static void events_side(struct events_arg *e, int odd)
+{
+    CUevent join = NULL;
+    int n = SC_N;
+    void *scale[] = { &ctx.buf[2], &e->a, &n };
+    int k = odd ? (int)cuMemsetD32Async(ctx.buf[2], 0x3f800000u, SC_N, ctx.stream[1])
+                : (int)launch_on(ctx.scale, ctx.stream[1], scale);
+    if (odd && e->alloc) {
+        /* Memory allocation and free nodes: calls recap cannot copy. */
+        CUdeviceptr scratch = 0;
+        int alloc = (int)cuMemAllocAsync(&scratch, SC_N * sizeof(float), ctx.stream[1]);
+        int fill = alloc ? -1 : (int)cuMemsetD32Async(scratch, 7u, SC_N, ctx.stream[1]);
+        int release = alloc ? -1 : (int)cuMemFreeAsync(scratch, ctx.stream[1]);
+        k = k * 1000 + alloc * 100 + fill * 10 + release;
+    }
+    int create = (int)cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
+    int record = (int)cuEventRecord(join, ctx.stream[1]);
+    int wait = (int)cuStreamWaitEvent(ctx.stream[0], join, 0);
+    int destroy = (int)cuEventDestroy(join);
+    snprintf(e->codes, sizeof e->codes, "%d,%d,%d,%d,%d", k, create, record, wait, destroy);
+}
+
+static void *events_side_thread(void *p)
+{
+    struct events_arg *e = p;
+    cuCtxSetCurrent(ctx.ctx);
+    events_side(e, e->it % 5 == 3);
+    return NULL;
+}
+
+static int run_temporary_events(int iters, int other_thread, int alloc)
+{
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUevent fork = NULL;
+        int n = SC_N;
+        float a = 1.0f + 0.25f * (float)it, c = 0.5f - 0.125f * (float)(it % 4);
+        struct events_arg e = { .it = it, .a = 0.75f + 0.5f * (float)(it % 3), .alloc = alloc };
+        void *first[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
+        void *last_axpy[] = { &c, &ctx.buf[2], &ctx.buf[1], &n };
+        int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        int k1 = (int)launch_on(ctx.axpy, ctx.stream[0], first);
+        int create = (int)cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
+        int record = (int)cuEventRecord(fork, ctx.stream[0]);
+        int wait = (int)cuStreamWaitEvent(ctx.stream[1], fork, 0);
+        int destroy = (int)cuEventDestroy(fork);
+        if (other_thread) {
+            pthread_t t;
+            pthread_create(&t, NULL, events_side_thread, &e);
+            pthread_join(t, NULL);
+        } else {
+            events_side(&e, 0);
+        }
+        int odd_last = !other_thread && it % 5 == 3;
+        int k3 = odd_last ? (int)cuMemsetD32Async(ctx.buf[1], 0x40000000u, SC_N, ctx.stream[0])
+                          : (int)launch_on(ctx.axpy, ctx.stream[0], last_axpy);
+        int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = run_and_release(graph);
+        printf("it=%d begin=%d ops=%d,%d,%d,%d,%d,[%s],%d end=%d inst=%d sum=%08x\n", it, begin, k1,
+               create, record, wait, destroy, e.codes, k3, end, inst, sc_checksum(&ctx));
+    }
+    return 0;
+}
+
+/* Device memory freed inside a relaxed capture (the driver allows it;
+ * the graph is instantiated, never launched, so the freed memory is never
+ * touched): a memset into it comes first, and every fifth iteration the
+ * last kernel is a memset instead, so a capture recap recorded (or a
+ * recapture) switches after the free, and its replay sets the freed
+ * memory again. */
+static int run_free_in_capture(int iters)
+{
+    for (int it = 0; it < iters; it++) {
+        CUgraph graph = NULL;
+        CUdeviceptr scratch = 0;
+        int n = SC_N;
+        float a = 1.0f + 0.5f * (float)it;
+        void *params[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
+        int alloc = (int)cuMemAlloc(&scratch, SC_N * sizeof(float));
+        int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_RELAXED);
+        int k1 = (int)launch_on(ctx.axpy, ctx.stream[0], params);
+        int fill = (int)cuMemsetD32Async(scratch, (unsigned)it, SC_N, ctx.stream[0]);
+        int freed = (int)cuMemFree(scratch);
+        int k2 = it % 5 == 3 ? (int)cuMemsetD32Async(ctx.buf[2], 0, SC_N, ctx.stream[0])
+                             : (int)launch_on(ctx.axpy, ctx.stream[0], params);
+        int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        CUgraphExec exec = NULL;
+        size_t nodes = 0;
+        if (graph)
+            cuGraphGetNodes(graph, NULL, &nodes);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        if (exec)
+            cuGraphExecDestroy(exec);
+        if (graph)
+            cuGraphDestroy(graph);
+        printf("it=%d alloc=%d begin=%d ops=%d,%d,%d,%d end=%d nodes=%zu inst=%d\n", it, alloc,
+               begin, k1, fill, freed, k2, end, nodes, inst);
+    }
+    return 0;
 }
 
 /* The program breaks its own capture at iteration 3 with a call that is
@@ -1081,17 +1233,24 @@ SITE_FN(1)
 SITE_FN(2)
 SITE_FN(3)
 
+/* A worker thread's context: the program's module and context, its own
+ * streams and buffers. */
+static void share_context(struct sc_context *c)
+{
+    cuCtxSetCurrent(ctx.ctx);
+    pthread_mutex_lock(&setup_lock);
+    *c = ctx;
+    for (int i = 0; i < 2; i++)
+        cuStreamCreate(&c->stream[i], CU_STREAM_NON_BLOCKING);
+    for (int i = 0; i < SC_BUFFERS; i++)
+        cuMemAlloc(&c->buf[i], SC_N * sizeof(float));
+    pthread_mutex_unlock(&setup_lock);
+}
+
 static void *worker_body(void *p)
 {
     struct worker *w = p;
-    cuCtxSetCurrent(ctx.ctx);
-    pthread_mutex_lock(&setup_lock);
-    w->c = ctx;               /* share module and context, own streams and buffers */
-    for (int i = 0; i < 2; i++)
-        cuStreamCreate(&w->c.stream[i], CU_STREAM_NON_BLOCKING);
-    for (int i = 0; i < SC_BUFFERS; i++)
-        cuMemAlloc(&w->c.buf[i], SC_N * sizeof(float));
-    pthread_mutex_unlock(&setup_lock);
+    share_context(&w->c);
     for (int site = 0; site < 4; site++) {
         sc_reset_buffers(&w->c);
         for (int it = 0; it < w->iters; it++) {
@@ -1123,6 +1282,108 @@ static int run_threads(int iters)
         printf("worker=%d failures=%d sums=%08x,%08x,%08x,%08x\n", i, w[i].failures, w[i].sums[0],
                w[i].sums[1], w[i].sums[2], w[i].sums[3]);
     return 0;
+}
+
+/* --- several threads, several shapes, one capture site ------------------------------- */
+
+/* Four threads capture through one function (one site), each on its own
+ * streams and buffers, threads 0 and 1 a chain of 20 kernels, threads 2
+ * and 3 one of 25, every scalar new each iteration; each iteration
+ * captures, instantiates, launches and destroys without waiting for the
+ * launch (every tenth iteration the thread waits, folds a checksum of its
+ * buffers into its digest and resets them). Pauses of pseudo-random length
+ * (a per-thread xorshift, seeded by the thread's number) between and
+ * inside the captures interleave the threads irregularly; what each
+ * thread computes depends only on its own iterations, so the output is
+ * the same however they interleave. */
+struct site_worker {
+    int id, iters, kernels;
+    unsigned rng;
+    struct sc_context c;
+    uint32_t digest;
+    int failures;
+};
+
+static pthread_barrier_t site_workers_ready;
+
+static void pause_randomly(unsigned *state)
+{
+    unsigned x = *state;
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    *state = x;
+    if (x % 4)                      /* one call in four goes straight on */
+        usleep(x % 300);
+}
+
+/* The one site: the stack above cuStreamBeginCapture is the same for
+ * every thread. */
+static __attribute__((noinline)) int capture_at_the_one_site(struct site_worker *w, int it)
+{
+    struct sc_recipe r;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    int bad = 0;
+    recipe_chain(&r, it, w->kernels - 2);
+    r.op[0].a = (float)(w->id * 10 + it % 7);
+    bad |= cuStreamBeginCapture(w->c.stream[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != 0;
+    for (int i = 0; i < r.n; i++) {
+        if (i % 8 == 5)
+            pause_randomly(&w->rng);
+        bad |= sc_enqueue(&w->c, &r.op[i]) != 0;
+    }
+    bad |= cuStreamEndCapture(w->c.stream[0], &graph) != 0;
+    bad |= cuGraphInstantiateWithFlags(&exec, graph, 0) != 0;
+    bad |= cuGraphLaunch(exec, w->c.stream[0]) != 0;     /* in flight while destroyed */
+    bad |= cuGraphExecDestroy(exec) != 0;
+    bad |= cuGraphDestroy(graph) != 0;
+    return bad + (int)(it < 0);
+}
+
+static void fold_checksum(struct site_worker *w)
+{
+    w->failures += cuStreamSynchronize(w->c.stream[0]) != CUDA_SUCCESS;
+    w->digest = (w->digest ^ sc_checksum(&w->c)) * 16777619u;
+    sc_reset_buffers(&w->c);
+}
+
+static void *site_worker_body(void *p)
+{
+    struct site_worker *w = p;
+    share_context(&w->c);
+    sc_reset_buffers(&w->c);
+    w->digest = 2166136261u;
+    pthread_barrier_wait(&site_workers_ready);
+    for (int it = 0; it < w->iters; it++) {
+        pause_randomly(&w->rng);
+        w->failures += capture_at_the_one_site(w, it);
+        if (it % 10 == 9)
+            fold_checksum(w);
+    }
+    fold_checksum(w);
+    return NULL;
+}
+
+static int run_threads_one_site(int iters)
+{
+    enum { WORKERS = 4 };
+    static struct site_worker w[WORKERS];
+    pthread_t t[WORKERS];
+    pthread_barrier_init(&site_workers_ready, NULL, WORKERS);
+    for (int i = 0; i < WORKERS; i++) {
+        w[i] = (struct site_worker){ .id = i, .iters = iters, .kernels = i < 2 ? 20 : 25,
+                                     .rng = 2463534242u + 7919u * (unsigned)i };
+        pthread_create(&t[i], NULL, site_worker_body, &w[i]);
+    }
+    int failures = 0;
+    for (int i = 0; i < WORKERS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < WORKERS; i++) {
+        printf("thread=%d kernels=%d iterations=%d failures=%d digest=%08x\n", i, w[i].kernels,
+               w[i].iters, w[i].failures, w[i].digest);
+        failures += w[i].failures;
+    }
+    pthread_barrier_destroy(&site_workers_ready);
+    return failures ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -1184,6 +1445,16 @@ int main(int argc, char **argv)
         rc = run_inflight(iters, !strcmp(name, "inflight_fork"));
     else if (!strcmp(name, "threads"))
         rc = run_threads(iters);
+    else if (!strcmp(name, "threads_one_site"))
+        rc = run_threads_one_site(iters);
+    else if (!strcmp(name, "free_in_capture"))
+        rc = run_free_in_capture(iters);
+    else if (!strcmp(name, "events_fork_join"))
+        rc = run_temporary_events(iters, 0, 0);
+    else if (!strcmp(name, "events_other_thread"))
+        rc = run_temporary_events(iters, 1, 0);
+    else if (!strcmp(name, "events_other_thread_alloc"))
+        rc = run_temporary_events(iters, 1, 1);
     else if (!strcmp(name, "sites_lru"))
         rc = run_sites_lru(iters);
     else if (!strcmp(name, "own_updates"))

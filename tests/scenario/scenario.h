@@ -28,7 +28,9 @@ enum sc_op_type {
     SC_FORK,        /* stream 1 joins the capture of stream 0 */
     SC_JOIN,        /* stream 0 waits for stream 1 */
     SC_EXTRA_LAUNCH, /* cuLaunchKernel with `extra` instead of kernelParams */
-    SC_STREAM_ATTR  /* cuStreamSetAttribute(priority = a) on `stream`: no node */
+    SC_STREAM_ATTR, /* cuStreamSetAttribute(priority = a) on `stream`: no node */
+    SC_SHIFT,       /* x = x + a: another kernel of scale's signature */
+    SC_MIRROR       /* x = a - x: a third one */
 };
 
 struct sc_op {
@@ -52,6 +54,7 @@ struct sc_context {
     CUevent fork_event, join_event;
     CUdeviceptr buf[SC_BUFFERS];
     CUfunction axpy, scale;
+    CUfunction shift, mirror;       /* scale's signature: one kernel position, three functions */
     double host_counter;
 };
 
@@ -87,6 +90,12 @@ uint32_t sc_checksum(struct sc_context *c);
 
 /* Writes the stand-in's call counts of interest to $SCENARIO_STATS. */
 void sc_write_stats(void);
+
+/* The same, mid-run, to $SCENARIO_STATS with `suffix` appended, followed
+ * by every driver function's count ("call NAME N", nonzero ones) and their
+ * sum ("calls_total N"): what a test compares between two runs over the
+ * same stretch of iterations. */
+void sc_write_stats_snapshot(const char *suffix);
 
 /* Appends an operation to a recipe. */
 void sc_add(struct sc_recipe *r, enum sc_op_type type, float a, int x, int y, int stream);

@@ -45,6 +45,26 @@ static void kernel_scale(const struct standin_dims *d, void **p)
         x[i] = a * x[i];
 }
 
+/* shift(float *x, float a, int n): scale's signature, another function */
+static void kernel_shift(const struct standin_dims *d, void **p)
+{
+    float *x = (float *)(uintptr_t)*(CUdeviceptr *)p[0];
+    float a = *(float *)p[1];
+    int n = *(int *)p[2];
+    for (unsigned i = 0; i < threads_of(d) && (int)i < n; i++)
+        x[i] = x[i] + a;
+}
+
+/* mirror(float *x, float a, int n): a third */
+static void kernel_mirror(const struct standin_dims *d, void **p)
+{
+    float *x = (float *)(uintptr_t)*(CUdeviceptr *)p[0];
+    float a = *(float *)p[1];
+    int n = *(int *)p[2];
+    for (unsigned i = 0; i < threads_of(d) && (int)i < n; i++)
+        x[i] = a - x[i];
+}
+
 static void host_add(void *data)
 {
     struct { double *counter; float a; } *arg = data;
@@ -72,6 +92,8 @@ void sc_setup(struct sc_context *c)
     memset(c, 0, sizeof *c);
     standin_register_kernel("axpy", kernel_axpy, 4, axpy_sizes);
     standin_register_kernel("scale", kernel_scale, 3, scale_sizes);
+    standin_register_kernel("shift", kernel_shift, 3, scale_sizes);
+    standin_register_kernel("mirror", kernel_mirror, 3, scale_sizes);
     CHECK_SETUP(cuInit(0));
     CHECK_SETUP(cuDeviceGet(&dev, 0));
     CHECK_SETUP(cuDevicePrimaryCtxRetain(&c->ctx, dev));
@@ -80,15 +102,20 @@ void sc_setup(struct sc_context *c)
         /* As the CUDA runtime launches: a CUkernel of a library, passed
          * to the launch as its CUfunction. */
         CUlibrary lib;
-        CUkernel axpy, scale;
+        CUkernel axpy, scale, shift, mirror;
         CHECK_SETUP(cuLibraryLoadData(&lib, "standin", NULL, NULL, 0, NULL, NULL, 0));
         CHECK_SETUP(cuLibraryGetKernel(&axpy, lib, "axpy"));
         CHECK_SETUP(cuLibraryGetKernel(&scale, lib, "scale"));
+        CHECK_SETUP(cuLibraryGetKernel(&shift, lib, "shift"));
+        CHECK_SETUP(cuLibraryGetKernel(&mirror, lib, "mirror"));
         c->axpy = (CUfunction)axpy, c->scale = (CUfunction)scale;
+        c->shift = (CUfunction)shift, c->mirror = (CUfunction)mirror;
     } else {
         CHECK_SETUP(cuModuleLoadData(&mod, "standin"));
         CHECK_SETUP(cuModuleGetFunction(&c->axpy, mod, "axpy"));
         CHECK_SETUP(cuModuleGetFunction(&c->scale, mod, "scale"));
+        CHECK_SETUP(cuModuleGetFunction(&c->shift, mod, "shift"));
+        CHECK_SETUP(cuModuleGetFunction(&c->mirror, mod, "mirror"));
     }
     for (int i = 0; i < 2; i++)
         CHECK_SETUP(cuStreamCreate(&c->stream[i], CU_STREAM_NON_BLOCKING));
@@ -132,9 +159,12 @@ CUresult sc_enqueue(struct sc_context *c, const struct sc_op *op)
         void *params[] = { &a, &c->buf[op->x], &c->buf[op->y], &n };
         return cuLaunchKernel(c->axpy, grid, 1, 1, 64, 1, 1, 0, s, params, NULL);
     }
-    case SC_SCALE: {
+    case SC_SCALE:
+    case SC_SHIFT:
+    case SC_MIRROR: {
         void *params[] = { &c->buf[op->x], &a, &n };
-        return cuLaunchKernel(c->scale, grid, 1, 1, 64, 1, 1, 0, s, params, NULL);
+        CUfunction f = op->type == SC_SCALE ? c->scale : op->type == SC_SHIFT ? c->shift : c->mirror;
+        return cuLaunchKernel(f, grid, 1, 1, 64, 1, 1, 0, s, params, NULL);
     }
     case SC_EXTRA_LAUNCH: {
         struct { CUdeviceptr x; float a; int n; } packed = { c->buf[op->x], a, n };
@@ -256,7 +286,24 @@ uint32_t sc_checksum(struct sc_context *c)
     return h;
 }
 
+static void write_stats_to(const char *path, int every_call);
+
 void sc_write_stats(void)
+{
+    write_stats_to(getenv("SCENARIO_STATS"), 0);
+}
+
+void sc_write_stats_snapshot(const char *suffix)
+{
+    const char *base = getenv("SCENARIO_STATS");
+    char path[4096];
+    if (!base)
+        return;
+    snprintf(path, sizeof path, "%s%s", base, suffix);
+    write_stats_to(path, 1);
+}
+
+static void write_stats_to(const char *path, int every_call)
 {
     static const char *const names[] = {
         "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams", "cuGraphInstantiate_v2",
@@ -267,9 +314,8 @@ void sc_write_stats(void)
         "cuGraphKernelNodeSetParams_v2", "cuGraphMemsetNodeSetParams", "cuGraphMemcpyNodeSetParams",
         "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphGetEdges_v2",
         "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2", "cuCtxGetCurrent",
-        "cuStreamBeginCaptureToGraph", "cuGraphGetNodes",
+        "cuStreamBeginCaptureToGraph", "cuGraphGetNodes", "cuEventDestroy_v2", "cuMemFree_v2",
     };
-    const char *path = getenv("SCENARIO_STATS");
     if (!path)
         return;
     FILE *f = fopen(path, "w");
@@ -282,6 +328,18 @@ void sc_write_stats(void)
     fprintf(f, "library_kernels %d\n", sc_library_kernels());
     fprintf(f, "live_graphs %ld\n", standin_live_objects("graph"));
     fprintf(f, "live_execs %ld\n", standin_live_objects("exec"));
+    fprintf(f, "live_events %ld\n", standin_live_objects("event"));
     fprintf(f, "last_misuse %s\n", standin_last_misuse());
+    if (every_call) {
+        unsigned long total = 0, count;
+        const char *name;
+        for (size_t i = 0, rows = standin_call_row(0, NULL, NULL); i < rows; i++) {
+            standin_call_row(i, &name, &count);
+            if (count)
+                fprintf(f, "call %s %lu\n", name, count);
+            total += count;
+        }
+        fprintf(f, "calls_total %lu\n", total);
+    }
     fclose(f);
 }

@@ -56,11 +56,12 @@
  * objects, and a user object's destructor runs on a stand-in thread (never
  * the caller's, never under the stand-in's lock) after the last reference
  * went, including the references of launches in flight. Misuses a GPU would
- * punish silently are made loud (written on stderr with "standin: async:"
- * and counted as misuses): cuMemFree or cuMemFreeHost of memory that queued
- * work still uses (a pointer-sized kernel argument, a copy or memset
- * address), which the stand-in then waits for; a launch of a kernel whose
- * module was unloaded meanwhile. A program relying on cuMemFree to
+ * punish silently are made loud (written on stderr with "standin: misuse:"
+ * and counted as misuses): any use of a destroyed handle (an event, a
+ * stream, a graph: on a GPU, a use after free inside the driver); cuMemFree
+ * or cuMemFreeHost of memory that queued work still uses (a pointer-sized
+ * kernel argument, a copy or memset address), which the stand-in then
+ * waits for; a launch of a kernel whose module was unloaded meanwhile. A program relying on cuMemFree to
  * synchronise (undocumented) is flagged. At exit, and at cuCtxDestroy for its streams, queued work is drained
  * and the threads are joined.
  *
@@ -109,6 +110,13 @@ int standin_set_kernel_traits(const char *name, unsigned traits);
  * made them (the program or recap). */
 unsigned long standin_call_count(const char *name);
 void standin_reset_counts(void);
+
+/* Row i of the call counts: every exported driver function the stand-in
+ * counts, in a fixed order, with its calls so far (what the exit report
+ * writes, readable mid-run: a test compares the driver calls two runs made
+ * over the same stretch of a program). Returns the number of rows; fills
+ * the outputs only when i is below it. */
+size_t standin_call_row(size_t i, const char **name, unsigned long *count);
 
 /* Live objects of a kind: "graph", "exec", "stream", "event", "module",
  * "memory" (device allocations), "user_object", "cond_handle" (conditional

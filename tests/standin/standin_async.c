@@ -44,7 +44,7 @@ void si_violation(const char *fmt, ...)
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     si_misuse("%s", text);
-    fprintf(stderr, "standin: async: %s\n", text);
+    fprintf(stderr, "standin: misuse: %s\n", text);
 }
 
 struct si_work *si_work_new(enum si_work_kind kind)

@@ -187,7 +187,8 @@ CUresult si_get(const void *handle, enum si_kind kind, void *out)
     const struct si_obj *o = handle;
     if (!o || !registry_has(o) || o->kind != kind) return bad_handle_code(kind);
     if (o->state == SI_DEAD) {
-        si_misuse("use of a destroyed %s (%p)", kind_names[kind], handle);
+        /* Loud: on a GPU this is a use after free inside the driver. */
+        si_violation("use of a destroyed %s (%p)", kind_names[kind], handle);
         return bad_handle_code(kind);
     }
     if (o->state == SI_POISONED) {
@@ -493,6 +494,17 @@ SI_EXPORT unsigned long standin_call_count(const char *name)
     unsigned long n = i >= 0 ? si.calls[i] : 0;
     si_control_unlock();
     return n;
+}
+
+SI_EXPORT size_t standin_call_row(size_t i, const char **name, unsigned long *count)
+{
+    if (i < SI_FN_COUNT) {
+        si_control_lock();
+        if (name) *name = si_fn_names[i];
+        if (count) *count = si.calls[i];
+        si_control_unlock();
+    }
+    return SI_FN_COUNT;
 }
 
 SI_EXPORT void standin_reset_counts(void)

@@ -161,6 +161,21 @@ static CUresult mem_free(CUdeviceptr dptr)
 SI_API(cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytesize), mem_alloc(dptr, bytesize))
 SI_API(cuMemFree_v2, (CUdeviceptr dptr), mem_free(dptr))
 
+/* The device allocation holding an address (cuMemAlloc's, or a graph's). */
+static CUresult mem_address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    CUresult rc = si_need_ctx(NULL);
+    if (rc) return rc;
+    struct si_alloc *a = si_mem_find((uintptr_t)dptr);
+    if (!a || a->kind == SI_MEM_HOST) return CUDA_ERROR_NOT_FOUND;
+    if (pbase) *pbase = (CUdeviceptr)a->base;
+    if (psize) *psize = a->size;
+    return CUDA_SUCCESS;
+}
+
+SI_API(cuMemGetAddressRange_v2, (CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr),
+       mem_address_range(pbase, psize, dptr))
+
 SI_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     SI_ENTER(cuMemGetInfo_v2);

@@ -336,6 +336,46 @@ Test(basic, fault_injection_nth_and_persistent, .init = setup)
     cr_assert_eq(standin_call_count("cuStreamSynchronize"), 0);
 }
 
+/* The call counts row by row: every counted function once, each row's
+ * count the one standin_call_count gives, and a call counted in its row
+ * only. */
+Test(basic, call_counts_row_by_row, .init = setup)
+{
+    const char *name = NULL;
+    unsigned long count = 0, before = 0, total = 0, total_after = 0;
+    size_t rows = standin_call_row(0, NULL, NULL), sync_row = rows;
+    cr_assert_gt(rows, 100, "%zu rows", rows);
+    for (size_t i = 0; i < rows; i++) {
+        name = NULL;
+        cr_assert_eq(standin_call_row(i, &name, &count), rows);
+        cr_assert_not_null(name);
+        cr_assert_eq(count, standin_call_count(name), "%s", name);
+        for (size_t j = 0; j < i; j++) {
+            const char *other = NULL;
+            standin_call_row(j, &other, NULL);
+            cr_assert_str_neq(other, name, "%s in rows %zu and %zu", name, j, i);
+        }
+        if (!strcmp(name, "cuStreamSynchronize"))
+            sync_row = i, before = count;
+        total += count;
+    }
+    cr_assert_lt(sync_row, rows, "cuStreamSynchronize has no row");
+    CK(cuStreamSynchronize(fx.s1));
+    standin_call_row(sync_row, &name, &count);
+    cr_assert_eq(count, before + 1);
+    for (size_t i = 0; i < rows; i++) {
+        standin_call_row(i, NULL, &count);
+        total_after += count;
+    }
+    cr_assert_eq(total_after, total + 1, "one call made, %lu counted",
+                 total_after - total);
+    name = "unchanged";
+    count = 7;
+    cr_assert_eq(standin_call_row(rows, &name, &count), rows);
+    cr_assert_str_eq(name, "unchanged", "a row past the end fills nothing");
+    cr_assert_eq(count, 7);
+}
+
 Test(basic, fault_injection_from_environment)
 {
     CUdevice dev;

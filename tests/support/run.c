@@ -290,6 +290,14 @@ char *run_temp_dir(void)
     return dir;
 }
 
+void run_pair_paths(char **dir, char *log, char *stats, char *base_stats)
+{
+    *dir = run_temp_dir();
+    snprintf(log, RUN_PATH_MAX, "%s", run_path(*dir, "recap.jsonl"));
+    snprintf(stats, RUN_PATH_MAX, "%s", run_path(*dir, "recap.stats"));
+    snprintf(base_stats, RUN_PATH_MAX, "%s", run_path(*dir, "base.stats"));
+}
+
 void run_cleanup_dir(char *dir)
 {
     char cmd[4200];

@@ -62,6 +62,13 @@ int run_env_is(const char *name, const char *value);
 char *run_temp_dir(void);
 void run_cleanup_dir(char *dir);
 
+/* The paths of what a pair of runs (without recap and under it) leaves:
+ * a fresh temporary directory in *dir (removed by run_cleanup_dir) and in
+ * it recap's log and the scenario stats of each run, written into
+ * buffers of RUN_PATH_MAX bytes. */
+#define RUN_PATH_MAX 4200
+void run_pair_paths(char **dir, char *log, char *stats, char *base_stats);
+
 /* A path inside a directory (static buffer ring, enough for a test). */
 const char *run_path(const char *dir, const char *name);
 

@@ -5,7 +5,9 @@
  * the driver's result and the previous mode back unchanged, and
  * capture_on_guard makes the call it was given unless the capture engine
  * answers it (then the driver is not called), and retries a device
- * allocation once after the cache let go of its memory.
+ * allocation once after the cache let go of its memory; a free marked
+ * +hold goes, past the guard, to the release hook instead of the driver,
+ * and asks the engine only while recap records a capture itself.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -13,11 +15,29 @@
 #include "shim/cache.h"
 #include "shim/capture.h"
 #include "shim/capture_guard.h"
+#include "shim/capture_holds.h"
 
 /* What capture_guard.c links against, in place of driver_api.c. */
 void *drv_real_fn[DRV_COUNT];
 
-const struct drv_entry drv_table[DRV_COUNT] = { [DRV_cuMemAlloc_v2] = { .oom_retry = 1 } };
+const struct drv_entry drv_table[DRV_COUNT] = {
+    [DRV_cuMemAlloc_v2] = { .oom_retry = 1 },
+    [DRV_cuMemFree_v2] = { .hold_kind = DRV_HOLD_DEVICE },
+};
+
+/* Captures recap records itself: the engine is asked only while some runs. */
+int ctab_self_recorded = 1;
+
+static int releases;
+static const union drv_args *released_args;
+
+CUresult capture_on_release(enum drv_id id, union drv_args *args)
+{
+    (void)id;
+    releases++;
+    released_args = args;
+    return (CUresult)777;
+}
 
 static enum drv_id invoked_id;
 static const union drv_args *invoked_args;
@@ -170,4 +190,29 @@ Test(capture_guard, a_device_allocation_is_retried_once_after_the_cache_let_go)
     cr_expect_eq(capture_on_guard(DRV_cuStreamSynchronize, &a), CUDA_ERROR_OUT_OF_MEMORY);
     cr_expect_eq(invocations, 1);
     cr_expect_eq(cache_releases, 1);
+}
+
+Test(capture_guard, a_held_free_goes_to_the_release_hook_after_the_guard)
+{
+    union drv_args a = { .cuMemFree_v2 = { (CUdeviceptr)0x5000 } };
+    invocations = 0;
+    engine_saw_mode = (CUstreamCaptureMode)-1;
+    cr_expect_eq(capture_on_guard(DRV_cuMemFree_v2, &a), (CUresult)777);
+    cr_expect_eq(releases, 1);
+    cr_expect_eq(released_args, &a);
+    cr_expect_eq(invocations, 0, "the driver is not called: the release hook decides");
+    cr_expect_eq(engine_saw_mode, CU_STREAM_CAPTURE_MODE_GLOBAL, "the guard was asked first");
+
+    /* The engine refuses it: the release is not made at all. */
+    engine_answer = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    cr_expect_eq(capture_on_guard(DRV_cuMemFree_v2, &a), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_expect_eq(releases, 1);
+    engine_answer = CUDA_SUCCESS;
+
+    /* With only driver captures journaled, the engine is not asked. */
+    ctab_self_recorded = 0;
+    engine_saw_mode = (CUstreamCaptureMode)-1;
+    cr_expect_eq(capture_on_guard(DRV_cuMemFree_v2, &a), (CUresult)777);
+    cr_expect_eq(releases, 2);
+    cr_expect_eq(engine_saw_mode, (CUstreamCaptureMode)-1);
 }

@@ -1,7 +1,9 @@
 /*
  * test_reuse_gate.c - the back-off rule: windows of looks, closing when
- * misses outweigh hits or failures come three in a row, reopening after a
- * doubling back-off that a good window resets.
+ * misses outweigh hits and failures or when failures cost more time than
+ * hits saved (at once after a few such failures), reopening after a
+ * doubling back-off that a good window resets. One odd failure among hits
+ * never closes it.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -17,8 +19,9 @@ static void init(void)
     now = 0;
 }
 
-/* One capture with one look; returns the change the look made. */
-static enum gate_change look(enum gate_look l)
+/* One capture with one look that saved (or cost, negative) net_us;
+ * returns the change the look made. */
+static enum gate_change look_net(enum gate_look l, double net_us)
 {
     enum gate_change reopened;
     now++;
@@ -26,7 +29,13 @@ static enum gate_change look(enum gate_look l)
         return GATE_SAME;
     if (reopened != GATE_SAME)
         return reopened;
-    return gate_record(&gate, l, now);
+    return gate_record(&gate, l, net_us, now);
+}
+
+/* A hit saves 100 us, a failure costs 50 us beyond what it replaced. */
+static enum gate_change look(enum gate_look l)
+{
+    return look_net(l, l == GATE_HIT ? 100 : l == GATE_FAILED ? -50 : 0);
 }
 
 TestSuite(gate, .init = init);
@@ -76,21 +85,48 @@ Test(gate, closed_gate_ignores_looks_and_reopens_on_time)
     unsigned long reopen = gate.reopen_at;
     enum gate_change c;
     cr_expect_eq(gate_open(&gate, reopen - 1, &c), 0);
-    cr_expect_eq(gate_record(&gate, GATE_HIT, reopen - 1), GATE_SAME);
+    cr_expect_eq(gate_record(&gate, GATE_HIT, 100, reopen - 1), GATE_SAME);
     cr_expect_eq(gate_open(&gate, reopen, &c), 1);
     cr_expect_eq(c, GATE_REOPENED);
     cr_expect_eq(gate.hits + gate.misses, 0);
 }
 
-Test(gate, three_failures_in_a_row_close_at_once)
+Test(gate, failures_that_cost_more_than_hits_saved_close_early)
 {
     cr_expect_eq(look(GATE_FAILED), GATE_SAME);
     cr_expect_eq(look(GATE_FAILED), GATE_SAME);
-    cr_expect_eq(look(GATE_HIT), GATE_SAME);     /* a hit breaks the run */
-    cr_expect_eq(look(GATE_FAILED), GATE_SAME);
-    cr_expect_eq(look(GATE_FAILED), GATE_SAME);
-    cr_expect_eq(look(GATE_FAILED), GATE_CLOSED_FAILURES);
+    cr_expect_eq(look(GATE_FAILED), GATE_CLOSED_COST, "three failures and nothing saved");
     cr_expect_eq(gate.reopen_at - now, GATE_BACKOFF_FIRST);
+    cr_expect_eq(gate.last_failures, GATE_FAILURES_EAGER);
+    cr_expect_lt(gate.last_net_us, 0);
+}
+
+Test(gate, failures_that_cost_less_than_hits_saved_keep_it_open)
+{
+    /* Half the looks fail, each costing 50 us; each hit saves 100. */
+    for (int i = 0; i < 10 * GATE_WINDOW; i++)
+        cr_assert_eq(look(i % 2 ? GATE_FAILED : GATE_HIT), GATE_SAME, "look %d", i);
+    cr_expect_eq(gate.closings, 0);
+}
+
+Test(gate, one_odd_capture_among_hits_never_closes_it)
+{
+    /* An odd iteration every 20, even one that costs a lot. */
+    for (int i = 0; i < 20 * GATE_WINDOW; i++)
+        cr_assert_eq(look_net(i % 20 == 7 ? GATE_FAILED : GATE_HIT, i % 20 == 7 ? -1500 : 100),
+                     GATE_SAME, "look %d", i);
+    cr_expect_eq(gate.closings, 0);
+}
+
+Test(gate, a_window_whose_failures_cost_more_closes_at_its_end)
+{
+    /* Failures among hits (never GATE_FAILURES_EAGER with no hit), but
+     * more costly in all than the hits saved. */
+    enum gate_change c = GATE_SAME;
+    for (int i = 0; i < GATE_WINDOW && c == GATE_SAME; i++)
+        c = look_net(i % 16 == 15 ? GATE_FAILED : GATE_HIT, i % 16 == 15 ? -2000 : 100);
+    cr_expect_eq(c, GATE_CLOSED_COST);
+    cr_expect_eq(gate.last_hits + gate.last_failures, GATE_WINDOW);
 }
 
 Test(gate, a_good_window_resets_the_back_off)
@@ -99,8 +135,8 @@ Test(gate, a_good_window_resets_the_back_off)
         look(GATE_MISS);
     while (look(GATE_HIT) != GATE_REOPENED)
         ;
-    for (int i = 0; i < GATE_WINDOW; i++)
-        look(GATE_HIT);                        /* a good window */
+    for (int i = 0; i < GATE_PROBE_WINDOW; i++)
+        look(GATE_HIT);                        /* a good (probe) window */
     for (int i = 0; i < GATE_WINDOW - 1; i++)
         look(GATE_MISS);
     cr_assert_eq(look(GATE_MISS), GATE_CLOSED_MISSES);
@@ -135,4 +171,32 @@ Test(gate, an_object_over_the_budget_closes_at_once_with_the_back_off)
     cr_expect_eq(gate_close_over_budget(&gate, now, "graph", 90000, 65536),
                  GATE_CLOSED_OVER_BUDGET);
     cr_expect_eq(gate.reopen_at - now, 2 * GATE_BACKOFF_FIRST);
+}
+
+Test(gate, a_site_that_still_misses_closes_after_a_short_probe)
+{
+    while (look(GATE_MISS) != GATE_CLOSED_MISSES)
+        ;
+    while (look(GATE_MISS) != GATE_REOPENED)
+        ;
+    int looks = 0;
+    enum gate_change c = GATE_SAME;
+    while (c == GATE_SAME) {
+        c = look(GATE_MISS);
+        looks++;
+    }
+    cr_expect_eq(c, GATE_CLOSED_MISSES);
+    cr_expect_eq(looks, GATE_PROBE_WINDOW, "closed again after %d looks", looks);
+    cr_expect_eq(gate.reopen_at - now, 2 * GATE_BACKOFF_FIRST);
+}
+
+Test(gate, a_site_that_pays_after_its_probe_goes_on_with_full_windows)
+{
+    while (look(GATE_MISS) != GATE_CLOSED_MISSES)
+        ;
+    while (look(GATE_MISS) != GATE_REOPENED)
+        ;
+    for (int i = 0; i < 3 * GATE_WINDOW; i++)
+        cr_assert_eq(look(i % 3 ? GATE_HIT : GATE_MISS), GATE_SAME, "look %d", i);
+    cr_expect_eq(gate.probing, 0);
 }

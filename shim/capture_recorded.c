@@ -1,0 +1,592 @@
+/*
+ * capture_recorded.c - captures recap records itself (drivers without the
+ * recapture API).
+ *
+ * A repeat capture at a site whose graphs recap recorded starts no driver
+ * capture. Its begin takes the site's kept graphs that it may repeat - one
+ * of each signature (shim/match.h) - without guessing among them; its calls
+ * are compared with each, copied into the capture's journal while more
+ * than one still matches, and the capture binds to a graph when one is
+ * left (or at the end, to the one matched whole; or when an answer needs
+ * one graph). From then on each call is written into that graph as it
+ * comes (shim/self_record.h), and the graphs it did not bind to go back to
+ * the site untouched for the next capture or another thread. When no kept
+ * graph matches a call, the capture switches: its calls so far become a
+ * journal replayed into a driver capture (capture.c), and the graph it was
+ * bound to, if any, goes back to the site too, so that an odd capture
+ * costs one driver capture and the next one binds to the usual graph.
+ *
+ * Queries are answered from the graph bound to (status, a capture id of
+ * recap's own, each stream's dependency nodes); a query for the graph
+ * itself lends it to the program, and a switch then captures into that
+ * very graph (resumed in it where one stream made every call so far).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/cache.h"
+#include "shim/capture_internal.h"
+#include "shim/driver.h"
+#include "shim/events.h"
+#include "shim/match.h"
+#include "shim/runtime.h"
+#include "shim/self_record.h"
+#include "shim/sites.h"
+
+/* Capture ids recap gives the captures it records: unique, and far above
+ * the driver's own counter, so the two never meet. */
+static cuuint64_t next_recap_capture_id = 1ull << 62;
+
+/* Whether recap records this site's repeat captures itself: asked for (the
+ * site's policy), and no recapture API to do it better. Learning a graph's
+ * nodes needs the dependency query of 12.3. */
+int recorded_possible(const struct site *site)
+{
+    return site->policy.self_record && !drv_caps.recapture_begin &&
+           drv_real_fn[DRV_cuStreamGetCaptureInfo_v3] != NULL;
+}
+
+static void give_back(struct graph_rec **graphs, int n, int rewritten)
+{
+    for (int i = 0; i < n; i++)
+        cache_graph_give_back(graphs[i], rewritten);
+}
+
+/* What this stream captured before: the tie-break among candidates. */
+static uint64_t stream_guess(struct capture *cap)
+{
+    pthread_mutex_lock(&cap->site->lock);
+    uint64_t guess = sites_stream_guess_locked(cap->site, cap->origin.key);
+    pthread_mutex_unlock(&cap->site->lock);
+    return guess;
+}
+
+/* A change recap's own recording made. No driver callback runs while recap
+ * records a capture, so the change list is written only here, under
+ * cap->lock like every reader of it: changes_lock (taken per recorded
+ * call, 1000 times a capture at N = 1000) is not needed. */
+static void note_change(struct capture *cap, struct changed_node changed)
+{
+    cap->eligible++;
+    capture_push_change(cap, changed);
+}
+
+/* The driver must answer: the capture switches at this call. */
+static void switch_at(struct capture *cap, enum drv_id id, const char *why)
+{
+    if (!cap->switch_call)
+        cap->switch_call = drv_table[id].symbol;
+    capture_fall_back(cap, why);
+}
+
+/* --- begin ----------------------------------------------------------------------- */
+
+/* Whether the driver would let this begin start a capture at all (valid
+ * stream, not the legacy one, not capturing by a path recap does not
+ * follow, a mode it knows): otherwise it is the driver's to answer. */
+static const char *begin_refusal(struct capture *cap)
+{
+    if (cap->origin.real == CU_STREAM_LEGACY || (unsigned)cap->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return "the driver decides this begin";
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = DRV_REAL(cuStreamIsCapturing)(cap->origin.real, &status);
+    if (r != CUDA_SUCCESS) {
+        event_own_call_failed(cap->site, "cuStreamIsCapturing", r, "the driver decides this begin");
+        return "the driver decides this begin";
+    }
+    if (status != CU_STREAM_CAPTURE_STATUS_NONE)
+        return "the driver decides this begin";
+    return NULL;
+}
+
+/* No kept graph to compare with: a look that missed, for the site's gate. */
+static void record_miss(struct capture *cap)
+{
+    struct site *site = cap->site;
+    pthread_mutex_lock(&site->lock);
+    enum gate_change change = sites_record_look_locked(site, GATE_MISS, 0);
+    pthread_mutex_unlock(&site->lock);
+    cache_site_gate_changed(site, change);
+}
+
+int recorded_begin(struct capture *cap, CUresult *result)
+{
+    const char *refusal = begin_refusal(cap);
+    if (refusal) {
+        capture_set_reason(cap, refusal);
+        return 0;
+    }
+    struct graph_rec *graphs[MATCH_MAX_CANDIDATES];
+    int n = cache_take_candidates(cap->site, cache_graph_edit_epoch(), stream_guess(cap), graphs,
+                                  MATCH_MAX_CANDIDATES);
+    cap->candidates = n;
+    if (n == 0) {
+        capture_set_reason(cap, "no released graph recap recorded at this site");
+        record_miss(cap);
+        return 0;
+    }
+    if (!cap->self)
+        cap->self = calloc(1, sizeof *cap->self);
+    if (n > 1 && !cap->match)
+        cap->match = malloc(sizeof *cap->match);
+    if (!cap->self || (n > 1 && !cap->match)) {
+        give_back(graphs, n, 0);
+        capture_set_reason(cap, "recap ran out of memory");
+        return 0;
+    }
+    if (n == 1) {
+        /* The common case: the one graph kept is bound to at once. */
+        cap->target = graphs[0];
+        self_record_start(cap->self, graphs[0]->recording, cap->origin.key);
+    } else {
+        match_start(cap->match, graphs, n, cap->origin.key);
+        cap->matching = 1;
+    }
+    cap->path = PATH_RECAPTURE;
+    cap->by_recap = cap->began_by_recap = 1;
+    cap->reason[0] = '\0';
+    cap->app_capture_id = __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
+    if (!ctab_register(cap)) {
+        if (cap->matching) {
+            struct graph_rec *all[MATCH_MAX_CANDIDATES];
+            int nall;
+            match_finish(cap->match, -1, all, &nall);
+            give_back(all, nall, 0);
+            cap->matching = 0;
+        } else {
+            self_record_stop(cap->self);
+            cache_graph_give_back(cap->target, 0);
+            cap->target = NULL;
+        }
+        cap->by_recap = cap->began_by_recap = 0;
+        cap->path = PATH_FRESH;
+        cap->learning = 0;
+        capture_set_reason(cap, "too many captures at once for recap to record this one");
+        return 0;
+    }
+    *result = CUDA_SUCCESS;
+    return 1;
+}
+
+/* --- choosing among the candidates -------------------------------------------------- */
+
+/* The capture stops choosing: candidate `which` becomes its graph, and the
+ * calls so far (its journal) are written into it as if it had been the
+ * only candidate from the begin; the others go back to the site. Returns
+ * 0; or -1 with `why` when the driver refused a write, and the capture
+ * must switch: the refused call is then the journal's last one, and
+ * removed from it (*refused_last) when it is the call being made. */
+static int bind_to(struct capture *cap, int which, int *refused_last, char *why, size_t len)
+{
+    struct graph_rec *others[MATCH_MAX_CANDIDATES];
+    int nothers;
+    struct graph_rec *g = match_finish(cap->match, which, others, &nothers);
+    give_back(others, nothers, 0);
+    cap->matching = 0;
+    cap->target = g;
+    self_record_start(cap->self, g->recording, cap->origin.key);
+    struct journal *j = &cap->journal;
+    for (size_t i = 0; i < j->nops; i++) {
+        struct changed_node changed;
+        enum self_verdict v = self_record_call(cap->self, j->ops[i].id, &j->ops[i].args, &changed,
+                                               why, len);
+        if (v == SELF_SWITCH) {
+            /* Only a memset or copy write can fail, and such a change
+             * makes the capture bind at its very call: the last. The
+             * journal stays the calls to replay; the graph goes back. */
+            *refused_last = i + 1 == j->nops;
+            if (*refused_last)
+                j->nops = i;
+            self_record_rename_rest(cap->self);
+            self_record_stop(cap->self);
+            cache_graph_give_back(g, i > 0);
+            cap->target = NULL;
+            return -1;
+        }
+        if (v == SELF_CHANGED)
+            note_change(cap, changed);
+    }
+    /* The recording holds every call now (and the prefix a switch needs). */
+    journal_free(j);
+    journal_init(j);
+    return 0;
+}
+
+/* Binds where an answer needs one graph: the candidate that changed the
+ * fewest values, then this stream's usual one. Returns 0, or -1 when the
+ * capture switched instead. */
+static int bind_now(struct capture *cap, enum drv_id id)
+{
+    char why[200];
+    int refused_last = 0;
+    int which = match_choose(cap->match, 0, stream_guess(cap));
+    if (bind_to(cap, which, &refused_last, why, sizeof why) == 0)
+        return 0;
+    switch_at(cap, id, why);
+    return -1;
+}
+
+/* --- calls ----------------------------------------------------------------------- */
+
+/* A call while several graphs still match. Returns the call's result. */
+static CUresult matching_op(struct capture *cap, enum drv_id id, union drv_args *a)
+{
+    char why[200];
+    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
+    int ndropped, needs_node;
+    int live = match_call(cap->match, id, a, dropped, &ndropped, &needs_node, why, sizeof why);
+    give_back(dropped, ndropped, 0);
+    if (live == 0) {
+        switch_at(cap, id, why);
+        return capture_op(cap, id, a);
+    }
+    journal_append(&cap->journal, id, a);
+    capture_note_membership(cap, id, a);
+    if (live > 1 && !needs_node)
+        return CUDA_SUCCESS;
+    int refused_last = 0;
+    int which = match_choose(cap->match, 0, stream_guess(cap));
+    if (bind_to(cap, which, &refused_last, why, sizeof why) == 0)
+        return CUDA_SUCCESS;
+    switch_at(cap, id, why);
+    if (refused_last)
+        return capture_op(cap, id, a);
+    return cap->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+}
+
+CUresult recorded_op(struct capture *cap, enum drv_id id, union drv_args *a)
+{
+    enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
+    if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
+        return recorded_query(cap, id, a);
+    if (cap->invalidated)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (cap->matching)
+        return matching_op(cap, id, a);
+
+    char why[200];
+    struct changed_node changed;
+    enum self_verdict v = self_record_call(cap->self, id, a, &changed, why, sizeof why);
+    if (v == SELF_SWITCH) {
+        switch_at(cap, id, why);
+        return capture_op(cap, id, a);
+    }
+    if (v == SELF_CHANGED)
+        note_change(cap, changed);
+    capture_note_membership(cap, id, a);
+    return CUDA_SUCCESS;
+}
+
+void recorded_learn_node(struct capture *cap, enum drv_id id, const union drv_args *a)
+{
+    struct journal *j = &cap->journal;
+    if (!j->replayable || j->nops == 0)
+        return;
+    struct journal_op *op = &j->ops[j->nops - 1];
+    if (op->id != id || !op->creates_node)
+        return;
+    CUresult r = self_record_learn_node(ctab_stream_ref(id, drv_args_stream(id, a)).real, &op->node);
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(cap->site, "cuStreamGetCaptureInfo_v3", r,
+                              "this capture's graph is not recorded against");
+}
+
+/* --- lending the graph and switching ------------------------------------------------- */
+
+/* The cached graph of a capture recap records is the program's once a
+ * query handed it out: the driver capture that takes over is made into
+ * it (restart_as_plain), so it leaves the cache. */
+static void lend_target(struct capture *cap)
+{
+    cap->lent_graph = graph_rec_graph(cap->target);
+    cache_graph_forget(cap->target);
+    cap->target = NULL;
+}
+
+/* The recording of the graph this capture recorded into (stopped) becomes
+ * the capture's own journal. */
+static void adopt_recording(struct capture *cap)
+{
+    struct journal *rec = cap->target->recording;
+    journal_stale_lock();
+    journal_unlist_stale(rec);
+    journal_stale_unlock();
+    cap->target->recording = NULL;
+    journal_free(&cap->journal);
+    cap->journal = *rec;
+    free(rec);
+    cap->journal.stale_ops = 0;
+    cap->journal.in_use = 0;
+}
+
+/* Destroys the nodes of `graph` that none of the recording's first
+ * `prefix` calls made: what is left is what a driver capture would hold
+ * after those calls. Returns the first failing call's result. */
+static CUresult trim_to_prefix(CUgraph graph, const struct journal *rec, size_t prefix)
+{
+    size_t n = 0, nkept = 0;
+    CUresult r = DRV_REAL(cuGraphGetNodes)(graph, NULL, &n);
+    if (r != CUDA_SUCCESS || n == 0)
+        return r;
+    CUgraphNode *nodes = malloc(n * sizeof *nodes), *kept = malloc(prefix * sizeof *kept + 1);
+    if (!nodes || !kept) {
+        free(nodes);
+        free(kept);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < prefix; i++)
+        if (rec->ops[i].creates_node && rec->ops[i].node)
+            kept[nkept++] = rec->ops[i].node;
+    r = DRV_REAL(cuGraphGetNodes)(graph, nodes, &n);
+    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+        int keep = 0;
+        for (size_t k = 0; k < nkept && !keep; k++)
+            keep = kept[k] == nodes[i];
+        if (!keep)
+            r = DRV_REAL(cuGraphDestroyNode)(nodes[i]);
+    }
+    free(nodes);
+    free(kept);
+    return r;
+}
+
+/* A switch of a capture whose graph the program holds: the cached graph,
+ * cut back to the nodes of the calls made so far (trim_to_prefix), is
+ * what a driver capture would hold now, so the driver capture resumes in
+ * it - cuStreamBeginCaptureToGraph with the origin stream's dependencies -
+ * instead of replaying every call into it, and every node handle the
+ * program was given stays valid. Only on one stream with no event (others
+ * would have to join the driver's capture too), and from a thread that
+ * may switch the capture. A capture that had made every call of its
+ * recording (a program that asks for the graph at the end, then adds to
+ * it) counts as recorded by recap. Returns 0 when resumed, -1 when the
+ * switch must replay. */
+static int resume_in_graph(struct capture *cap)
+{
+    struct self_record *s = cap->self;
+    char why[160];
+    if (s->nstreams != 1 || s->nevents != 0 || !capture_may_end_here(cap) ||
+        drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL)
+        return -1;
+    size_t n = 0;
+    const CUgraphNode *at = self_record_deps(s, cap->origin.key, &n);
+    CUgraphNode deps[SELF_RECORD_MAX_DEPS];
+    if (!at || n > SELF_RECORD_MAX_DEPS)
+        return -1;
+    memcpy(deps, at, n * sizeof deps[0]);
+
+    struct graph_rec *target = cap->target;
+    struct journal *rec = target->recording;
+    int complete = self_record_complete(s, why, sizeof why);
+    size_t made = s->next;
+    self_record_stop(s);
+    /* The nodes take the arguments recap deferred: the program and the
+     * driver may read them now. */
+    const char *call = "a graph node setter";
+    CUresult r = self_record_flush(rec);
+    if (r == CUDA_SUCCESS && !complete) {
+        call = "cuGraphDestroyNode";
+        r = trim_to_prefix(graph_rec_graph(target), rec, made);
+    }
+    if (r == CUDA_SUCCESS) {
+        call = "cuStreamBeginCaptureToGraph";
+        r = DRV_REAL(cuStreamBeginCaptureToGraph)(cap->origin.real, graph_rec_graph(target),
+                                                  n ? deps : NULL, NULL, n, cap->mode);
+    }
+    if (r != CUDA_SUCCESS) {
+        /* The switch that follows empties the graph and replays. */
+        event_own_call_failed(cap->site, call, r, "the capture's calls are replayed into its graph");
+        self_record_start(s, rec, cap->origin.key);
+        s->next = made;
+        return -1;
+    }
+    /* From here it is a driver capture being learned: the calls made so
+     * far, whose nodes are the graph's, become its journal; the graph is
+     * new to the cache, as a fresh capture's would be. */
+    adopt_recording(cap);
+    cap->journal.nops = made;
+    cache_graph_forget(target);
+    cap->target = NULL;
+    cap->path = PATH_FALLBACK;
+    cap->learning = 1;
+    cap->resumed = complete;
+    if (complete)
+        capture_set_reason(cap, "the program used the capture's graph once every call was made: "
+                                "the driver capture resumed in that graph");
+    ctab_self_recorded_done(cap);
+    return 0;
+}
+
+int recorded_switch(struct capture *cap)
+{
+    if (cap->matching) {
+        /* The journal holds every call; the candidates go back untouched. */
+        struct graph_rec *all[MATCH_MAX_CANDIDATES];
+        int nall;
+        match_finish(cap->match, -1, all, &nall);
+        give_back(all, nall, 0);
+        cap->matching = 0;
+    } else if (cap->target) {
+        if (cap->graph_lent && resume_in_graph(cap) == 0)
+            return 1;
+        /* The calls so far, as the recording now holds them, are the
+         * journal to replay; the graph goes back to the site (it holds
+         * them too: an executable graph of an older version of it must
+         * then be updated as a whole), or to the program that was lent it. */
+        struct journal *rec = cap->target->recording;
+        size_t made = cap->self->next;
+        self_record_rename_rest(cap->self);
+        self_record_stop(cap->self);
+        journal_free(&cap->journal);
+        journal_init(&cap->journal);
+        for (size_t i = 0; i < made; i++)
+            journal_append(&cap->journal, rec->ops[i].id, &rec->ops[i].args);
+        if (cap->graph_lent) {
+            lend_target(cap);
+        } else {
+            cache_graph_give_back(cap->target, made > 0);
+            cap->target = NULL;
+        }
+    }
+    cap->no_driver_capture = 1;
+    ctab_self_recorded_done(cap);
+    return 0;
+}
+
+/* --- queries ------------------------------------------------------------------------ */
+
+/* A query that hands out the capture's graph while the capture has no
+ * driver capture: the program may add nodes to that graph itself, which
+ * recap cannot follow without a driver that captures into a given graph. */
+static const char graph_asked_reason[] =
+    "the program asked for the capture's graph, which it may change itself";
+
+/* A capture query answered as the driver would for the capture recap
+ * records; anything recap cannot answer exactly switches first. While the
+ * switch waits for the owning thread (no driver capture yet), recap
+ * answers what it knows. */
+CUresult recorded_query(struct capture *cap, enum drv_id id, union drv_args *a)
+{
+    struct capture_query q = capture_query_of(id, a);
+    const void *key = ctab_stream_ref(id, drv_args_stream(id, a)).key;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    /* Measured on driver 580: either is refused, and nothing written. */
+    if (q.status == NULL || (q.edges && !q.deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Another thread, while the switch waits for the capturing one: recap
+     * follows no node of the calls made since, nor a graph not lent. */
+    if (!cap->invalidated && !cap->by_recap && (q.deps || q.ndeps || (q.graph && !cap->lent_graph)))
+        capture_invalidate(cap, "another thread asked for the capture's dependencies or graph "
+                                "while its switch to a driver capture waited for the capturing "
+                                "thread");
+    /* Nodes and the graph are one graph's: the capture chooses it now. */
+    if (!cap->invalidated && cap->matching && (q.deps || q.ndeps || q.graph) &&
+        bind_now(cap, id) != 0)
+        return cap->no_driver_capture ? recorded_query(cap, id, a) : capture_op(cap, id, a);
+    int exact = 1;
+    if (!cap->invalidated && (q.deps || q.ndeps))
+        exact = (deps = self_record_deps(cap->self, key, &n)) != NULL;
+    const char *switch_why = NULL;
+    if (q.graph && !cap->invalidated && (cap->by_recap || cap->target)) {
+        /* The program may keep the graph: recap goes on recording into
+         * it, and a switch captures into it. Where the switch waits for
+         * the owning thread, the graph it will capture into is lent now. */
+        if (drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL) {
+            cap->graph_asked = 1;
+            switch_why = graph_asked_reason;
+        } else {
+            cap->graph_lent = 1;
+            if (!cap->by_recap)
+                lend_target(cap);
+        }
+    }
+    if (!switch_why && !exact && cap->by_recap)
+        switch_why = "the program asked the capture something recap does not follow";
+    if (switch_why) {
+        switch_at(cap, id, switch_why);
+        if (!cap->no_driver_capture)
+            return capture_op(cap, id, a);
+    }
+    /* As measured on driver 580 (tests/standin/READINGS.md): an
+     * invalidated capture reports its status only, and no dependency is a
+     * NULL array. */
+    *q.status = cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                 : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (cap->invalidated)
+        return CUDA_SUCCESS;
+    if (q.id)
+        *q.id = cap->app_capture_id;
+    if (q.graph) {
+        *q.graph = cap->target ? graph_rec_graph(cap->target) : cap->lent_graph;
+        cap->graph_handed_out = 1;
+    }
+    if (q.deps)
+        *q.deps = n ? deps : NULL;
+    if (q.ndeps)
+        *q.ndeps = n;
+    if (q.edges)
+        *q.edges = self_record_default_edges;
+    return CUDA_SUCCESS;
+}
+
+/* --- end -------------------------------------------------------------------------- */
+
+int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
+{
+    int wrong_thread = cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+                       !pthread_equal(pthread_self(), cap->owner);
+    if (wrong_thread) {
+        /* The driver's answer, and the capture is over (measured:
+         * tests/standin/READINGS.md); the program gets no graph. */
+        cap->invalidated = 1;
+    }
+    char why[200];
+    if (!cap->invalidated && cap->by_recap && cap->matching) {
+        int which = match_choose(cap->match, 1, stream_guess(cap));
+        int refused_last = 0;
+        if (which < 0) {
+            snprintf(why, sizeof why, "the capture ended before it made every call of any of the "
+                                      "%d graphs kept at this site", cap->candidates);
+            switch_at(cap, DRV_cuStreamEndCapture, why);
+        } else if (bind_to(cap, which, &refused_last, why, sizeof why) != 0) {
+            switch_at(cap, DRV_cuStreamEndCapture, why);
+        }
+    }
+    if (!cap->invalidated && cap->by_recap && !self_record_complete(cap->self, why, sizeof why))
+        switch_at(cap, DRV_cuStreamEndCapture, why);
+    if (!cap->invalidated && !cap->by_recap)
+        return 0;
+
+    long nodes = -1;
+    if (!cap->invalidated && cap->target)
+        self_record_rename_rest(cap->self);   /* this capture's streams throughout */
+    self_record_stop(cap->self);
+    if (cap->invalidated) {
+        if (cap->matching) {
+            struct graph_rec *all[MATCH_MAX_CANDIDATES];
+            int nall;
+            match_finish(cap->match, -1, all, &nall);
+            give_back(all, nall, 0);
+            cap->matching = 0;
+        }
+        if (cap->target)
+            cache_graph_discard(cap->target);
+        cap->target = NULL;
+        if (!wrong_thread)
+            *phGraph = NULL;
+        *result = wrong_thread ? CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+                               : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else {
+        nodes = cap->target->nodes;
+        *phGraph = graph_rec_graph(cap->target);
+        capture_account_recapture(cap);
+        *result = CUDA_SUCCESS;
+    }
+    ctab_unregister(cap);
+    ctab_memo_forget(cap);
+    capture_report_end(cap, *result, nodes);
+    ctab_self_recorded_done(cap);
+    return 1;
+}
