@@ -16,6 +16,8 @@ Python 3 standard library only; imported by recap_report.
 import collections
 import re
 
+from recap_logs import call_text
+
 # A rule about repeat captures needs this many of them.
 MIN_REPEATS = 8
 # "A handful of nodes": at most this many changed per repeat capture on
@@ -91,21 +93,19 @@ def saving(site):
 
 
 def shapes(site):
-    """(k, how): the shapes that recur at the site, from its logged
-    captures' node counts (those seen twice or more) or from how many kept
-    graphs its captures were matched against (the most common count); k
-    is 0 or 1 where neither shows more than one."""
+    """(k, how): how many shapes recur at the site, from its logged
+    captures' node counts (those seen twice or more); k is 0 or 1 where
+    they show no more than one. Graphs of one node count may be of several
+    shapes too, but the log does not tell them apart; and the kept graphs
+    a capture was matched against ("candidates") are not shapes (a program
+    holding one graph while it captures the next keeps two of one shape),
+    so they are not counted here."""
     recurring = sorted(n for n, c in site.node_counts.items() if c >= 2)
-    by_nodes = len(recurring)
-    common = site.candidates.most_common(1)
-    by_candidates = common[0][0] if common else 0
-    if by_nodes >= 2 and by_nodes >= by_candidates:
-        shown = ', '.join(map(str, recurring[:6])) + (', ...' if len(recurring) > 6 else '')
-        return by_nodes, f'{by_nodes} node counts recur among its logged captures ({shown})'
-    if by_candidates >= 2:
-        return by_candidates, (f'its captures were most often matched against '
-                               f'{by_candidates} kept graphs')
-    return max(by_nodes, by_candidates, 0), ''
+    if len(recurring) < 2:
+        return len(recurring), ''
+    shown = ', '.join(map(str, recurring[:6])) + (', ...' if len(recurring) > 6 else '')
+    return len(recurring), (f'{len(recurring)} node counts recur among its logged captures '
+                            f'({shown})')
 
 
 def repeats(site):
@@ -169,8 +169,8 @@ def static_inputs(site, about):
 
 def graph_per_shape(site, about):
     """k shapes cycle through one site. Reads: shapes() (node counts that
-    recur among logged captures, or the kept graphs captures were matched
-    against), captures, the mean capture and instantiation time. Why: a
+    recur among logged captures), captures, the mean capture and
+    instantiation time. Why: a
     graph kept per shape and replayed skips the capture; recap keeps one
     per shape but still pays each capture."""
     k, how = shapes(site)
@@ -234,25 +234,33 @@ def conditional_nodes(site, about):
         dict(figures, fresh=fresh, captures=site.captures, logged_with_reason=logged))
 
 
+def switched_at(calls):
+    """Where logged fallbacks switched to a driver capture (calls: Counter
+    of switch_call), '' where the log does not say."""
+    if not calls:
+        return ''
+    if len(calls) == 1:
+        return f'switched to a driver capture at {call_text(next(iter(calls)))}'
+    return 'switched to a driver capture at ' + ', '.join(
+        f'{call_text(c)} ({n}x)' for c, n in calls.most_common(3)) + (
+        ', ...' if len(calls) > 3 else '')
+
+
 def _top_fallback(site):
-    """The most frequent fallback reason, its count, and the calls at which
-    its logged captures switched to a driver capture."""
+    """The most frequent fallback reason, its count, and where its logged
+    captures switched to a driver capture."""
     if not site.fallback_reasons:
         return None, 0, ''
     reason, n = site.fallback_reasons.most_common(1)[0]
-    calls = site.switch_calls.get(reason)
-    where = ''
-    if calls:
-        where = (f', at call {next(iter(calls))} of the capture' if len(calls) == 1 else
-                 f', at calls {min(calls)}-{max(calls)} of the capture (most often '
-                 f'{calls.most_common(1)[0][0]})')
-    return reason, n, where
+    where = switched_at(site.switch_calls.get(reason))
+    return reason, n, f', {where}' if where else ''
 
 
 def backed_off(site, about):
     """Stopped by the back-off. Reads: backoffs (exact), the reuse
-    events' stop reasons, the fresh count, and the most frequent fallback
-    reason with its switch call. Why: while a site is stopped, every
+    events' stop reasons, the fresh count, the logged captures' node
+    counts (shapes that rarely repeat), and the most frequent fallback
+    reason with its switch call or the update failures. Why: while a site is stopped, every
     capture is plain and pays a new instantiation; what stopped it is what
     to change."""
     if not site.backoffs:
@@ -264,10 +272,15 @@ def backed_off(site, about):
     figures = {'backoffs': site.backoffs, 'stop_reason': why, 'fresh': site.paths['fresh'],
                'captures': site.captures}
     reason, n, where = _top_fallback(site)
-    if re.search(r'misses against', why):
-        text += (' Its captures rarely matched a graph recap kept: where their sizes vary, pad '
-                 'or bucket them so that shapes repeat; where they never repeat, there is '
-                 'nothing to keep.')
+    looks = re.search(r'(\d+) misses against \d+ hits(?: and (\d+) failures)?', why)
+    logged, distinct = sum(site.node_counts.values()), len(site.node_counts)
+    rare = logged >= MIN_REPEATS and 2 * distinct >= logged
+    if rare or (looks and int(looks.group(1)) >= int(looks.group(2) or 0)):
+        seen = (f' Its {logged:,} logged captures have {distinct:,} node counts: shapes rarely '
+                f'repeat.' if rare else ' Its captures rarely matched a graph recap kept.')
+        text += (f'{seen} Where their sizes vary, pad or bucket them so that shapes repeat; '
+                 f'where they never repeat, there is nothing to keep.')
+        figures.update(logged_captures=logged, node_counts=distinct)
     elif reason and n >= site.failed_updates:
         text += (f' The most frequent fallback: "{reason}" ({n:,}x{where}); a capture that '
                  f'makes that call the same way each time lets recap repeat it.')

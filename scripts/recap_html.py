@@ -25,12 +25,12 @@ import math
 
 import recap_report as report
 from recap_advice import us_text
-from recap_logs import Capture, Instantiation
+from recap_logs import Capture, Instantiation, call_text
 
 WIDTH = 1000                  # the lanes' SVG coordinate width
 PLOT_X0, PLOT_X1 = 96, 990    # where capture numbers are drawn
 MARKS = 300                   # at most this many marks per row of a lane
-PAGE_MARKS = 2400             # ... and over the page's rows, lanes sharing it
+PAGE_MARKS = 1600             # ... and over the page's rows, lanes sharing it
 MIN_MARKS = 24
 
 # Capture paths as the page names and colours them, in drawing order.
@@ -156,7 +156,7 @@ def capture_title(c):
     if c.candidates is not None:
         parts.append(f'matched against {c.candidates} kept graph(s)')
     if c.switch_call is not None:
-        parts.append(f'switched to a driver capture at call {c.switch_call}')
+        parts.append(f'switched to a driver capture at {call_text(c.switch_call)}')
     if c.result:
         parts.append(f'the program got {c.result}')
     return '; '.join(parts)
@@ -292,7 +292,9 @@ def timeline_marks(t, scale, y_mix, mix_h, time_scale, y_time):
 
 
 def reuse_marks(reuse, scale, y0, height):
-    out = []
+    """Back-off spans (drawn first, under the marks) and ticks where the
+    site resumed or started typing shapes."""
+    bands, out = [], []
     for r in reuse:
         at = r.seq if r.seq is not None else r.after
         where = (f'at capture {num(at)}' if r.seq is not None else
@@ -301,13 +303,13 @@ def reuse_marks(reuse, scale, y0, height):
             x, w = scale.span(at + 1, at + r.backoff)
             title = (f'back-off {where}: keeps nothing and looks for nothing for '
                      f'{num(r.backoff)} captures - {r.reason or "no reason given"}')
-            out.insert(0, rect('backoff', x, y0, w, height, title))
+            bands.append(rect('backoff', x, y0, w, height, title))
         else:
             x = scale.x(max(at, 1))
             title = f'{r.state} {where}' + (f' - {r.reason}' if r.reason else '')
             out.append(f'<line class="tick" x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" '
                        f'y2="{y0 + height}"><title>{esc(title)}</title></line>')
-    return out
+    return bands + out
 
 
 def axis(scale, y):

@@ -26,7 +26,7 @@ Log schema (JSON Lines, one object per line, "event" first, then "pid"):
                eligible, ineligible, errors (ints), us (float, microseconds),
                result (str, only when the capture failed); optional:
                candidates (int: how many kept graphs the capture was matched
-               against at its start), switch_call (int: the driver call of
+               against at its start), switch_call (str: the driver function of
                the capture at which it switched to a driver capture)
   instantiate  site, seq, how ("new" | "update" | "delta" | "reuse"),
                reason (str or null; a "new" whose reason contains "fail" is an
@@ -238,6 +238,19 @@ def _timeline(ev):
     return out
 
 
+def _call(v):
+    """A capture's switch_call: the driver function's name (as the writer
+    logs it), or a call number; None when absent or neither."""
+    if isinstance(v, str) and v:
+        return v
+    return v if _count(v) else None
+
+
+def call_text(call):
+    """How a switch_call reads: the function's name, or 'call N'."""
+    return f'call {call}' if isinstance(call, int) else call
+
+
 def _count(v):
     """Whether v is a count (a non-negative int, not a bool)."""
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
@@ -308,7 +321,7 @@ def read_event(logs, ev, source):
         reason = _text(ev, 'reason')
         seq = ev.get('seq')
         candidates = ev.get('candidates')
-        switch_call = ev.get('switch_call')
+        switch_call = _call(ev.get('switch_call'))
         site = logs.proc_site(source, ev.get('pid'), site_id)
         site.captures += 1
         site.paths[path] += 1
@@ -333,11 +346,11 @@ def read_event(logs, ev, source):
                 seq if _count(seq) else 0, path, ev.get('by') if path == 'recapture' else None,
                 us, values['nodes'], values['changed'], values['eligible'],
                 values['ineligible'], reason, candidates if _count(candidates) else None,
-                switch_call if _count(switch_call) else None, _text(ev, 'result')))
+                switch_call, _text(ev, 'result')))
         if path == 'fallback':
             site.fallback_reasons[reason or 'no reason given'] += 1
             site.fallbacks_logged += 1
-            if _count(switch_call):
+            if switch_call is not None:
                 calls = site.switch_calls.setdefault(reason or 'no reason given',
                                                      collections.Counter())
                 calls[switch_call] += 1

@@ -49,7 +49,7 @@ def site_row(s, saved):
         'fallback_reasons': dict(s.fallback_reasons.most_common()),
         'fallback_reasons_sampled': not s.fallback_reasons_exact,
         'fallbacks_logged': s.fallbacks_logged,
-        'fallback_switch_calls': {r: {str(c): n for c, n in sorted(calls.items())}
+        'fallback_switch_calls': {r: {str(c): n for c, n in calls.most_common()}
                                   for r, calls in s.switch_calls.items()},
         'candidates': candidates_summary(s.candidates),
     }
@@ -406,17 +406,6 @@ def wrapped(text, width, indent='', hanging='  '):
                          break_long_words=False) or ['']
 
 
-def switch_text(calls):
-    """Where logged fallbacks switched to a driver capture."""
-    if not calls:
-        return ''
-    if len(calls) == 1:
-        return f' (switched to a driver capture at call {next(iter(calls))})'
-    common = calls.most_common(1)[0][0]
-    return (f' (switched to a driver capture at calls {min(calls)}-{max(calls)}, '
-            f'most often {common})')
-
-
 def site_heading(site, width, indent='  '):
     """A site's id and label on one line, the label shortened to fit."""
     if not site.label:
@@ -448,7 +437,9 @@ def fallback_lines(logs, rows, width):
         out += wrapped(head, width, '    ')
         for reason, n in site.fallback_reasons.most_common():
             calls = site.switch_calls.get(reason)
-            out += wrapped(f'{n:>7}  {reason}{switch_text(calls)}', width, '    ', ' ' * 9)
+            where = recap_advice.switched_at(calls)
+            out += wrapped(f'{n:>7}  {reason}' + (f' ({where})' if where else ''), width,
+                           '    ', ' ' * 9)
     return out
 
 

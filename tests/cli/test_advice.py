@@ -118,12 +118,18 @@ class Rules(Base):
                       'captures (10, 12, 14, 16)) over 400 captures', a['text'])
         self.assertIn('torch.compile(mode="reduce-overhead")', a['text'])
 
-    def test_graph_per_shape_from_candidates(self):
-        events = [with_fields(capture(A, 'recapture', s), candidates=3) for s in range(1, 30)]
+    def test_graph_per_shape_in_c(self):
+        events = [with_fields(capture(A, 'recapture', s), nodes=10 + s % 3) for s in range(1, 30)]
         got, _ = self.advice(end_entry(A, 200, 0), events)
         self.assertEqual(got['graph_per_shape']['figures']['shapes'], 3)
-        self.assertIn('matched against 3 kept graphs', got['graph_per_shape']['text'])
         self.assertIn('map from shape to executable graph', got['graph_per_shape']['text'])
+
+    def test_kept_graphs_are_not_shapes(self):
+        # Three kept graphs matched against, one node count: the log shows
+        # one shape (a program may hold one graph while capturing the next).
+        events = [with_fields(capture(A, 'recapture', s), candidates=3) for s in range(1, 30)]
+        got, _ = self.advice(end_entry(A, 200, 0), events)
+        self.assertNotIn('graph_per_shape', got)
 
     def test_graph_per_shape_not_for_one_shape_or_shapes_that_never_recur(self):
         one = [with_fields(capture(A, 'recapture', s), nodes=10) for s in range(1, 41)]
@@ -169,25 +175,33 @@ class Rules(Base):
 
     # -- backed_off
     def test_backed_off_by_misses(self):
-        reuse = [ev('reuse', site=A, state='stopped', seq=65, backoff=64, hits=0, misses=64,
-                    reason='64 misses against 0 hits in the last 64 looks')]
+        reuse = [ev('reuse', site=A, state='stopped', seq=65, backoff=64, hits=0, misses=60,
+                    reason='60 misses against 0 hits and 4 failures in the last 64 looks')]
         got, _ = self.advice(end_entry(A, 200, 0, backoffs=1, fresh=130), reuse=reuse)
         a = got['backed_off']
         self.assertIn('stopped keeping graphs here 1 time(s) (the back-off), most often '
-                      'because 64 misses against 0 hits in the last 64 looks; 130 of 200 '
-                      'captures were plain', a['text'])
+                      'because 60 misses against 0 hits and 4 failures in the last 64 looks; '
+                      '130 of 200 captures were plain', a['text'])
         self.assertIn('pad or bucket', a['text'])
+        # Failures outweighing the misses: not a matter of shapes.
+        reuse = [ev('reuse', site=A, state='stopped', seq=65, backoff=64, hits=0, misses=4,
+                    reason='4 misses against 0 hits and 60 failures in the last 64 looks')]
+        events = [capture(A, 'fallback', s, reason='streams differ') for s in range(2, 8)]
+        got, _ = self.advice(end_entry(A, 200, 60, backoffs=1), events, reuse=reuse)
+        self.assertNotIn('pad or bucket', got['backed_off']['text'])
+        self.assertIn('"streams differ"', got['backed_off']['text'])
 
     def test_backed_off_by_failures_names_the_call(self):
         reuse = [ev('reuse', site=A, state='stopped', seq=9, backoff=64, hits=2, misses=3,
                     reason='3 recaptures or updates failed in a row')]
         events = [with_fields(capture(A, 'fallback', s, reason='cuLaunchKernel changed the '
-                                      'function or the launch attributes'), switch_call=17)
+                                      'function or the launch attributes'),
+                              switch_call='cuLaunchKernel')
                   for s in range(2, 6)]
         got, _ = self.advice(end_entry(A, 100, 4, backoffs=1), events, reuse=reuse)
         a = got['backed_off']
-        self.assertIn('"cuLaunchKernel changed the function or the launch attributes" (4x, at '
-                      'call 17 of the capture)', a['text'])
+        self.assertIn('"cuLaunchKernel changed the function or the launch attributes" (4x, '
+                      'switched to a driver capture at cuLaunchKernel)', a['text'])
         self.assertNotIn('falls_back', got, 'the back-off says it')
 
     def test_backed_off_not_without_a_back_off(self):
@@ -197,12 +211,13 @@ class Rules(Base):
     # -- falls_back
     def test_falls_back(self):
         events = [with_fields(capture(A, 'fallback', s, reason='kernel function differs'),
-                              switch_call=5) for s in range(2, 22)]
+                              switch_call='cuLaunchKernel') for s in range(2, 22)]
         got, _ = self.advice(end_entry(A, 100, 20, fallback_reasons={
             'kernel function differs': 20}), events)
         a = got['falls_back']
         self.assertIn('20 of the 99 captures recap tried to repeat fell back (20%), most often: '
-                      '"kernel function differs" (20x, at call 5 of the capture)', a['text'])
+                      '"kernel function differs" (20x, switched to a driver capture at '
+                      'cuLaunchKernel)', a['text'])
         self.assertFalse(a['figures']['sampled'])
 
     def test_falls_back_sampled_says_so(self):
