@@ -76,6 +76,7 @@ ul { margin: 2px 0 2px 18px; padding: 0; }
             vertical-align: -1px; border-radius: 2px; }
 .advice { background: #f1f8ff; border-left: 3px solid #1c7ed6; padding: 4px 8px; margin: 4px 0; }
 svg text { font: 11px system-ui, sans-serif; fill: #495057; }
+svg text.top { font-size: 9px; fill: #868e96; }
 svg .axis { stroke: #ced4da; stroke-width: 1; }
 svg .backoff { fill: #ffe066; fill-opacity: .55; }
 svg .tick { stroke: #495057; stroke-width: 1.5; }
@@ -348,13 +349,12 @@ def lane_svg(site, n, budget):
         out.append(f'<text x="0" y="{y0 + h - 2}">{esc(name)}</text>')
     out += reuse_marks(site.reuse, cap, 0, 78)
     out += capture_marks(captures, cap, 2, budget)
-    out.append(f'<text x="{PLOT_X1}" y="10" text-anchor="end">'
-               f'{esc(us_text(10 ** cap.top))} top</text>')
+    out.append(f'<text class="top" x="0" y="14">top {esc(us_text(10 ** cap.top))}</text>')
     out += inst_marks(insts, inst, 50, budget)
     if t:
         out += timeline_marks(t, cap, 84, 10, time_scale, 96)
-        out.append(f'<text x="{PLOT_X1}" y="{y - 22}" text-anchor="end">'
-                   f'{esc(us_text(10 ** time_scale.top))} top</text>')
+        out.append(f'<text class="top" x="0" y="107">top '
+                   f'{esc(us_text(10 ** time_scale.top))}</text>')
     out += axis(cap, y + 1)
     out.append('</svg>')
     return '\n'.join(out)
@@ -458,7 +458,7 @@ def legend():
     items += [f'<span><i style="background:{c}"></i>{esc(name)}</span>' for _, name, c in HOWS]
     items.append('<span><i style="background:#ffe066"></i>back-off</span>')
     return ('<p class="legend">' + ''.join(items) + '</p><p class="meta">Bars are as tall as '
-            'the capture or instantiation took (log scale, to the lane\'s "top"); hover one '
+            'the capture or instantiation took (log scale, up to the row\'s "top"); hover one '
             'for its figures and reason.</p>')
 
 
