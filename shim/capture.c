@@ -1109,6 +1109,7 @@ static void count_capture(struct site *site, struct capture_report *rep, enum ca
     c->changed += rep->changed, c->eligible += rep->eligible;
     c->ineligible += rep->ineligible, c->errors += rep->errors;
     c->capture_us += rep->us;
+    timeline_capture(&site->timeline, rep->seq, rep->path, rep->by, rep->us);
     rep->write = event_worth_writing(&site->last_capture_key, rep->path, rep->reason, rep->seq,
                                      rep->result != CUDA_SUCCESS);
     /* A recapture that held is a hit, worth the driver capture it saved;

@@ -252,8 +252,10 @@ void event_instantiate(const struct site *site, unsigned long seq, const char *h
     jlog_line_emit(&l);
 }
 
+/* seq: the captures the site had begun when its gate changed (0: not
+ * written). */
 static void event_reuse(const struct site *site, const char *state, const char *reason,
-                        unsigned long backoff, unsigned hits, unsigned misses)
+                        unsigned long seq, unsigned long backoff, unsigned hits, unsigned misses)
 {
     struct jlog_line l;
 
@@ -264,6 +266,8 @@ static void event_reuse(const struct site *site, const char *state, const char *
     jlog_site(&l, "site", site->id);
     jlog_str(&l, "state", state);
     jlog_str(&l, "reason", reason);
+    if (seq)
+        jlog_u64(&l, "seq", seq);
     jlog_u64(&l, "backoff", backoff);
     jlog_u64(&l, "hits", hits);
     jlog_u64(&l, "misses", misses);
@@ -275,7 +279,7 @@ void event_reuse_shapes_typed(const struct site *site, const char *why)
     char reason[320];
     snprintf(reason, sizeof reason, "graphs of one node count differ here (%s): from the next "
              "capture on, shapes count node types and edges too", why);
-    event_reuse(site, "typed", reason, 0, 0, 0);
+    event_reuse(site, "typed", reason, 0, 0, 0, 0);
 }
 
 void event_reuse_gate(struct site *site, enum gate_change change)
@@ -287,7 +291,7 @@ void event_reuse_gate(struct site *site, enum gate_change change)
     unsigned long now = site->seq;
     pthread_mutex_unlock(&site->lock);
     if (change == GATE_REOPENED) {
-        event_reuse(site, "resumed", "the back-off elapsed", 0, 0, 0);
+        event_reuse(site, "resumed", "the back-off elapsed", now, 0, 0, 0);
         return;
     }
     char why[160];
@@ -303,7 +307,7 @@ void event_reuse_gate(struct site *site, enum gate_change change)
         snprintf(why, sizeof why, "%u misses against %u hits and %u failures in the last %u looks",
                  g.last_misses, g.last_hits, g.last_failures,
                  g.last_misses + g.last_hits + g.last_failures);
-    event_reuse(site, "stopped", why, g.reopen_at - now, g.last_hits, g.last_misses);
+    event_reuse(site, "stopped", why, now, g.reopen_at - now, g.last_hits, g.last_misses);
 }
 
 static void event_message(const char *name, const struct site *site, const char *fmt, va_list ap)
@@ -445,6 +449,23 @@ static void end_one_site(struct site *site, void *arg)
     t->inst_new_us += c.inst_new_us, t->reuse_us += c.reuse_us;
 }
 
+/* "timeline": one line per site that captured, its counts per window of
+ * captures (timeline.h), written before the end event. */
+static void timeline_one_site(struct site *site, void *arg)
+{
+    (void)arg;
+    struct jlog_line l;
+    pthread_mutex_lock(&site->lock);
+    struct timeline t = site->timeline;
+    pthread_mutex_unlock(&site->lock);
+    if (t.window == 0)
+        return;
+    jlog_line_begin(&l, "timeline");
+    jlog_site(&l, "site", site->id);
+    timeline_json(&l, &t);
+    jlog_line_emit(&l);
+}
+
 void event_end(const struct event_end_above *above)
 {
     struct jlog_line l;
@@ -452,6 +473,7 @@ void event_end(const struct event_end_above *above)
 
     if (!__atomic_load_n(&event_start_written, __ATOMIC_ACQUIRE) || !jlog_enabled())
         return;
+    sites_for_each(timeline_one_site, NULL);
     jlog_line_begin(&l, "end");
     jlog_array_begin(&l, "sites");
     sites_for_each(end_one_site, &w);

@@ -298,6 +298,7 @@ static int count_instantiation(struct site *site, enum inst_how how, const char 
         c->reused++;
         c->reuse_us += us;
     }
+    timeline_instantiation(&site->timeline, site->seq, how_names[how], us);
     int write = event_worth_writing(&site->last_instantiate_key, how_names[how], reason,
                                     ++site->instantiate_seq, update_failed);
     pthread_mutex_unlock(&site->lock);

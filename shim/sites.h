@@ -24,6 +24,7 @@
 #include "policy/settings.h"
 #include "policy/site.h"
 #include "shim/site_names.h"
+#include "shim/timeline.h"
 
 /* The kinds of object cache.c keeps for a site (CACHE_KINDS; lifecycle.c
  * checks the two agree): sites sit below the cache and do not include it. */
@@ -85,6 +86,7 @@ struct site {
     int typed_shapes;                   /* shapes include node types and edges */
     char no_recapture_reason[160];
     struct site_counters count;
+    struct timeline timeline;           /* the counters per window of captures */
     uint64_t last_capture_key;          /* path+reason of the last capture event */
     uint64_t last_instantiate_key;      /* how+reason of the last instantiate event */
     unsigned long instantiate_seq;      /* instantiations so far */

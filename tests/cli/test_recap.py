@@ -299,21 +299,24 @@ class Report(Base):
 
     def test_table(self):
         r0, r1 = two_rank_logs(self)
-        r = recap('report', r0, r1)
+        r = recap('report', '--wide', r0, r1)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
+        # Column groups above the columns.
+        self.assertEqual(lines[0].split()[:4], ['captures', '-' * 21, 'not', 'recaptured'])
         # No rank variable in these logs: the pid stands for the rank.
-        self.assertTrue(lines[0].split()[:4] == ['SITE', 'LABEL', 'RANK', 'CAPTURES'], lines[0])
+        self.assertTrue(lines[1].split()[:4] == ['SITE', 'LABEL', 'RANK', 'CAPTURES'], lines[1])
         rows_a = [line.split() for line in lines if line.startswith(A)]
         self.assertEqual([row[:5] for row in rows_a], [[A, 'decode', 'pid:100', '4', '2'],
                                                        [A, 'decode', 'pid:200', '1', '1'],
                                                        [A, 'decode', 'all', '5', '3']])
-        self.assertEqual(rows_a[-1][-1], '0.570')
+        saved = lines[1].split().index('SAVED_MS')
+        self.assertEqual(rows_a[-1][saved], '0.570')
         totals = [line.split() for line in lines if line.startswith('total')]
         self.assertEqual([t[:3] for t in totals], [['total', 'pid:100', '5'],
                                                    ['total', 'pid:200', '2'],
                                                    ['total', 'all', '7']])
-        self.assertEqual(totals[-1][-1], '0.960')
+        self.assertEqual(totals[-1][saved - 1], '0.960', 'no label in the totals')
         self.assertIn('2 process(es) without a rank variable, shown by pid', r.stdout)
         self.assertIn('6 malformed line(s) skipped; first at ' + r1 + ':7: not a JSON line',
                       r.stdout)
@@ -333,7 +336,7 @@ class Report(Base):
         self.assertEqual(data['malformed_lines'], 0)
         site = data['sites'][0]
         self.assertEqual((site['captures'], site['recaptured'], site['by_recap']), (4, 3, 1))
-        self.assertIn('BY_RECAP', recap('report', log).stdout.splitlines()[0])
+        self.assertIn('BY_RECAP', recap('report', '--wide', log).stdout.splitlines()[1])
 
     def test_unknown_saving_and_unreadable_log(self):
         log = self.write('x.jsonl', [capture(C, 'recapture'), inst(C, 'update', 3.0)])
@@ -343,8 +346,8 @@ class Report(Base):
         data = json.loads(r.stdout)
         self.assertIsNone(data['sites'][0]['saved_us'])
         self.assertIsNone(data['totals']['saved_us'])
-        r = recap('report', log)
-        self.assertIn(' -', r.stdout.splitlines()[1])
+        r = recap('report', '--wide', log)
+        self.assertIn(' -', r.stdout.splitlines()[2])
 
     def test_empty_log_and_stdin(self):
         empty = self.write('empty.jsonl', [])
@@ -423,16 +426,16 @@ class RankReport(Base):
         self.assertEqual(ranks['0']['rank_var'], 'RANK')
 
     def test_table_has_rank_column_and_totals(self):
-        r = recap('report', *self.three_ranks())
+        r = recap('report', '--wide', *self.three_ranks())
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
-        self.assertEqual(lines[0].split()[:4], ['SITE', 'LABEL', 'RANK', 'CAPTURES'])
-        body = [line.split() for line in lines[1:] if line.strip()]
+        self.assertEqual(lines[1].split()[:4], ['SITE', 'LABEL', 'RANK', 'CAPTURES'])
+        body = [line.split() for line in lines[2:] if line.strip()]
         self.assertEqual([(row[0], row[2], row[3]) for row in body[:9]], [
             (A, '0', '10'), (A, '1', '20'), (A, '2', '5'), (A, 'all', '35'),
             (B, '0', '4'), (B, '2', '6'), (B, 'all', '10'),
             (C, '1', '1'), (C, 'all', '1')])
-        self.assertTrue(set(lines[10]) <= {'-', ' '}, lines[10])
+        self.assertTrue(set(lines[11]) <= {'-', ' '}, lines[11])
         self.assertEqual([row[:3] for row in body[10:14]], [
             ['total', '0', '14'], ['total', '1', '21'], ['total', '2', '11'],
             ['total', 'all', '46']])
@@ -460,7 +463,7 @@ class RankReport(Base):
         # by pid, after the ranks.
         logs = [self.write('r.jsonl', [start(500, 0, 1), end(500, (A, 2, 1, 10.0, 1, 1.0))]),
                 self.write('p.jsonl', [start(77), end(77, (A, 4, 1, 10.0, 3, 3.0))])]
-        r = recap('report', *logs)
+        r = recap('report', '--wide', *logs)
         rows = [line.split()[:4] for line in r.stdout.splitlines() if line.startswith(A)]
         self.assertEqual(rows, [[A, '-', '0', '2'], [A, '-', 'pid:77', '4'],
                                 [A, '-', 'all', '6']])
@@ -479,8 +482,8 @@ class RankReport(Base):
         self.assertEqual([r['pids'] for r in data['ranks']], [[10], [11]])
 
     def test_one_log_keeps_the_plain_table(self):
-        r = recap('report', self.three_ranks()[0])
-        self.assertEqual(r.stdout.splitlines()[0].split()[:3], ['SITE', 'LABEL', 'CAPTURES'])
+        r = recap('report', '--wide', self.three_ranks()[0])
+        self.assertEqual(r.stdout.splitlines()[1].split()[:3], ['SITE', 'LABEL', 'CAPTURES'])
         self.assertIn('ranks 0 of world size 4 (from RANK)', r.stdout)
 
 
@@ -540,7 +543,7 @@ class RealRanks(Base):
         self.assertEqual(data['totals']['captures'],
                          per_rank['0']['captures'] + per_rank['1']['captures'])
         self.assertGreater(data['totals']['reused'], 0)
-        r = recap('report', *paths)
+        r = recap('report', '--wide', *paths)
         self.assertIn('ranks 0, 1 of world size 2 (from RANK)', r.stdout)
         self.assertNotIn('no log from rank', r.stdout)
         totals = [line.split()[:2] for line in r.stdout.splitlines() if line.startswith('total')]

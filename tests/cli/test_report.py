@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""test_report.py - `recap report` fits the screen and says why sites fell
+back: the table within the terminal's width (COLUMNS, else 100 columns),
+labels shortened so file and line stay readable, columns grouped and
+stacked in blocks; --wide, --csv; each site's fallbacks by reason, exact
+from the end event's fallback_reasons or marked sampled.
+
+Environment (set by meson): RECAP_SCRIPT (the configured recap, beside its
+modules), RECAP_LIB, SCENARIO_BIN and the stand-in's variables."""
+
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.environ['RECAP_SCRIPT']))
+from test_recap import Base, capture, ev, inst, recap  # noqa: E402
+from preload import preload_value  # noqa: E402  (test_recap put tests/support on the path)
+import recap_report  # noqa: E402
+
+A = '00000000000000aa'
+B = '00000000000000bb'
+C = '00000000000000cc'
+
+# Labels as torch.compile's sites get them: inductor's generated file, its
+# caller in torch; an NVTX range over a deep project path; a short one.
+INDUCTOR = ('/tmp/torchinductor_root/xq/cxqzv4h2ldmu5o7gx5ilkwjlu4fvo5xq6hwy3g7mtkgl5fkbfiz5.py'
+            ':1022 (call) < /usr/local/lib/python3.11/site-packages/torch/_inductor/'
+            'cudagraph_trees.py:2087 (run)')
+DECODE = ('decode @ /home/user/project/llm/model/decoder_layers/attention.py:412 (forward) '
+          '< /home/user/project/llm/generate.py:88 (step)')
+SHORT = 'train.py:33 (main)'
+
+
+def start(pid=100, **kw):
+    fields = dict(version='0.1.0', exe='/usr/bin/python3', driver=13000, recapture_api=False,
+                  mode='auto', sites='all', config=None, log='x', rank=None, rank_var=None,
+                  world_size=None, stack_depth=8, routine_events_full=64)
+    fields.update(kw)
+    return ev('start', pid=pid, **fields)
+
+
+def site(site_id, label, pid=100):
+    return ev('site', pid=pid, site=site_id, frames=['python3+0x10'], label=label, mode='auto')
+
+
+def end_entry(site_id, captures, fallbacks, **extra):
+    entry = {'site': site_id, 'captures': captures, 'recaptured': captures - fallbacks - 1,
+             'by_recap': captures - fallbacks - 1, 'fallbacks': fallbacks, 'fresh': 1,
+             'observed': 0, 'nodes': 10 * captures, 'changed': 0, 'eligible': 3,
+             'ineligible': 0, 'errors': 0, 'capture_us': 5.0 * captures,
+             'instantiations': captures, 'reused': captures - 1, 'new': 1,
+             'update': captures - 1, 'delta': 0, 'reuse': 0, 'update_failures': 0,
+             'hits': captures - 1, 'misses': 1, 'backoffs': 0, 'inst_new_us': 100.0,
+             'reuse_us': 2.0 * (captures - 1), 'kept': 1, 'evicted': 0}
+    entry.update(extra)
+    return entry
+
+
+def labelled_run(t):
+    """Three sites with long and short labels, counted by their events."""
+    lines = [start()]
+    for n, (sid, label) in enumerate(((A, INDUCTOR), (B, DECODE), (C, SHORT))):
+        lines.append(site(sid, label))
+        for seq in range(1, 12 + n):
+            path = 'fresh' if seq == 1 else 'fallback' if seq % 4 == 0 else 'recapture'
+            lines.append(capture(sid, path, seq, reason='kernel differs' if path == 'fallback'
+                                 else 'first capture' if path == 'fresh' else None,
+                                 eligible=2))
+            lines.append(inst(sid, 'new' if seq == 1 else 'update', 90.0 if seq == 1 else 3.0,
+                              seq=seq))
+    return t.write('labels.jsonl', lines)
+
+
+def table_blocks(text):
+    """The stacked tables of a report: [(group line, header, rows)] with each
+    row split at runs of two spaces or more (labels hold single spaces)."""
+    blocks, lines = [], text.splitlines()
+    i = 0
+    while i + 1 < len(lines) and lines[i + 1].startswith('SITE'):
+        header = re.split(r'\s{2,}', lines[i + 1].strip())
+        rows, j = [], i + 2
+        while j < len(lines) and lines[j].strip():
+            if not set(lines[j]) <= {'-', ' '}:
+                rows.append(re.split(r'\s{2,}', lines[j].strip()))
+            j += 1
+        blocks.append((lines[i], header, rows))
+        i = j + 1
+    return blocks
+
+
+class Shorten(unittest.TestCase):
+    def test_file_and_line_stay(self):
+        for width in (90, 60, 45, 36):
+            short = recap_report.shorten_label(INDUCTOR, width)
+            self.assertLessEqual(len(short), width, short)
+            self.assertIn('.py:1022 (call)', short, width)
+            self.assertIn('...', short)
+            short = recap_report.shorten_label(DECODE, width)
+            self.assertLessEqual(len(short), width, short)
+            self.assertTrue(short.startswith('decode @ '), short)
+            self.assertIn('.py:412 (forward)', short, width)
+
+    def test_caller_kept_while_it_fits_folders_go_first(self):
+        short = recap_report.shorten_label(DECODE, 80)
+        self.assertEqual(short, 'decode @ ...ecoder_layers/attention.py:412 (forward) < '
+                                '.../generate.py:88 (step)')
+        self.assertEqual(recap_report.shorten_label(SHORT, 18), SHORT)
+        self.assertEqual(recap_report.shorten_label(SHORT, 12), 'train...ain)')
+        for width in range(4, 60):
+            self.assertLessEqual(len(recap_report.shorten_label(INDUCTOR, width)), width)
+
+
+class Fit(Base):
+    def test_fits_100_columns_when_not_a_terminal(self):
+        log = labelled_run(self)
+        wide = recap('report', '--wide', log)
+        self.assertEqual(wide.returncode, 0, wide.stderr)
+        self.assertGreater(max(map(len, wide.stdout.splitlines())), 180)
+        self.assertIn(INDUCTOR, wide.stdout, '--wide keeps whole labels')
+        self.assertEqual(len(table_blocks(wide.stdout)), 1)
+        data = json.loads(recap('report', '--json', log).stdout)
+        want = {row['site']: row for row in data['sites']}
+        for columns in (None, '80', '100', '120', '200'):
+            r = recap('report', log, env={'COLUMNS': columns} if columns else None)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            width = int(columns or 100)
+            for line in r.stdout.splitlines():
+                self.assertLessEqual(len(line), width, f'COLUMNS={columns}: {line!r}')
+            blocks = table_blocks(r.stdout)
+            self.assertTrue(blocks)
+            seen = set()
+            for groups, header, rows in blocks:
+                self.assertEqual(header[:2], ['SITE', 'LABEL'])
+                self.assertTrue(groups.strip(), 'a group title line above each block')
+                self.assertEqual([row[0] for row in rows], [C, B, A, 'total'], 'most captures first')
+                for row in rows[:-1]:
+                    label = row[1]
+                    self.assertIn({A: '.py:1022 (call)', B: '.py:412 (forward)',
+                                   C: SHORT}[row[0]], label)
+                    for name, value in zip(header[2:], row[2:]):
+                        key = dict(recap_report.COLUMNS)[name]
+                        expect = want[row[0]][key]
+                        if key == 'saved_us':
+                            expect = f'{expect / 1000:.3f}'
+                        self.assertEqual(value, str(expect), (row[0], name))
+                        seen.add(name)
+            names = {h for h, _ in recap_report.COLUMNS[2:]}
+            hidden = set()
+            flat = re.sub(r'\s+', ' ', r.stdout)
+            m = re.search(r'Not shown, 0 in every row: (.*?) \(--wide', flat)
+            if m:
+                hidden = set(m.group(1).split(', '))
+            self.assertEqual(seen | hidden, names, f'COLUMNS={columns}: every column somewhere')
+            self.assertFalse(seen & hidden)
+            if width >= 200:
+                self.assertEqual(len(blocks), 1)
+            if width <= 100:
+                self.assertGreater(len(blocks), 1)
+        # A terminal 300 wide holds the whole table: one block, nothing hidden.
+        r = recap('report', log, env={'COLUMNS': '300'})
+        self.assertNotIn('Not shown', r.stdout)
+
+    def test_groups_name_their_columns(self):
+        lines = recap('report', '--wide', labelled_run(self)).stdout.splitlines()
+        groups, header = lines[0], lines[1]
+        for name, columns in recap_report.GROUPS:
+            # Values here are narrower than the headers: a group's title
+            # starts where its first column's header does.
+            first = re.search(r'\b' + columns[0][0] + r'\b', header).start()
+            self.assertEqual(groups.index(name + ' '), first, name)
+
+    def test_rank_table_fits_too(self):
+        logs = []
+        for rank in range(3):
+            logs.append(self.write(f'r{rank}.jsonl', [
+                start(pid=10 + rank, rank=rank, rank_var='RANK', world_size=3),
+                site(A, INDUCTOR, pid=10 + rank),
+                ev('end', pid=10 + rank, sites=[end_entry(A, 40 + rank, 3)], totals={})]))
+        r = recap('report', *logs)
+        for line in r.stdout.splitlines():
+            self.assertLessEqual(len(line), 100, line)
+        for _, header, rows in table_blocks(r.stdout):
+            self.assertEqual(header[:3], ['SITE', 'LABEL', 'RANK'])
+            self.assertEqual([(row[0], row[2]) for row in rows[:4]],
+                             [(A, '0'), (A, '1'), (A, '2'), (A, 'all')])
+
+
+class Csv(Base):
+    def test_csv_has_the_json_rows(self):
+        log = labelled_run(self)
+        r = recap('report', '--csv', log)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = list(csv.DictReader(io.StringIO(r.stdout)))
+        data = json.loads(recap('report', '--json', log).stdout)
+        self.assertEqual([row['site'] for row in rows], [s['site'] for s in data['sites']] +
+                         ['total'])
+        for row, want in zip(rows, data['sites']):
+            self.assertEqual(row['label'], want['label'])
+            self.assertEqual(row['rank'], 'all')
+            for key in ('captures', 'recaptured', 'fallbacks', 'reused', 'eligible'):
+                self.assertEqual(int(row[key]), want[key], key)
+            self.assertAlmostEqual(float(row['saved_us']), want['saved_us'], places=1)
+            self.assertEqual(json.loads(row['fallback_reasons']), want['fallback_reasons'])
+        self.assertEqual(int(rows[-1]['captures']), data['totals']['captures'])
+
+    def test_csv_rows_per_rank(self):
+        logs = [self.write(f'r{rank}.jsonl', [
+            start(pid=10 + rank, rank=rank, rank_var='RANK', world_size=2),
+            ev('end', pid=10 + rank, sites=[end_entry(A, 10 * (rank + 1), rank)], totals={})])
+            for rank in range(2)]
+        rows = list(csv.DictReader(io.StringIO(recap('report', '--csv', *logs).stdout)))
+        self.assertEqual([(r['site'], r['rank'], r['captures']) for r in rows],
+                         [(A, '0', '10'), (A, '1', '20'), (A, 'all', '30'),
+                          ('total', '0', '10'), ('total', '1', '20'), ('total', 'all', '30')])
+
+    def test_one_form_at_a_time(self):
+        log = self.write('x.jsonl', [capture(A, 'fresh')])
+        r = recap('report', '--csv', '--json', log)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('not allowed with argument', r.stderr)
+
+
+class FallbackReasons(Base):
+    def events(self, n, reasons, first_seq=2):
+        return [capture(A, 'fallback', first_seq + i, reason=reasons[i % len(reasons)])
+                for i in range(n)]
+
+    def report(self, *lines):
+        log = self.write('f.jsonl', list(lines))
+        data = json.loads(recap('report', '--json', log).stdout)
+        text = recap('report', log).stdout
+        return data['sites'][0], text
+
+    def test_exact_from_the_end_event(self):
+        # 2 fallback events logged of 500; the end event counts them all.
+        row, text = self.report(
+            start(), site(A, SHORT), *self.events(2, ['topology differs']),
+            ev('end', sites=[end_entry(A, 1000, 500, fallback_reasons={
+                'topology differs': 420, 'kernel function differs': 80})], totals={}))
+        self.assertEqual(row['fallback_reasons'], {'topology differs': 420,
+                                                   'kernel function differs': 80})
+        self.assertFalse(row['fallback_reasons_sampled'])
+        self.assertIn('Fallbacks by reason:', text)
+        self.assertIn('500 of 1000 captures fell back', text)
+        self.assertNotIn('sampled', text)
+        lines = text.splitlines()
+        at = lines.index('Fallbacks by reason:')
+        self.assertEqual(lines[at + 1].split()[:2], [A, 'train.py:33'])
+        self.assertEqual(lines[at + 3].split(None, 1), ['420', 'topology differs'])
+        self.assertEqual(lines[at + 4].split(None, 1), ['80', 'kernel function differs'])
+
+    def test_events_exact_when_every_fallback_was_logged(self):
+        row, text = self.report(
+            start(), *self.events(3, ['a', 'b', 'a']),
+            ev('end', sites=[end_entry(A, 10, 3)], totals={}))
+        self.assertEqual(row['fallback_reasons'], {'a': 2, 'b': 1})
+        self.assertFalse(row['fallback_reasons_sampled'])
+        self.assertNotIn('sampled', text)
+
+    def test_sampled_when_the_end_event_counts_more(self):
+        row, text = self.report(
+            start(), *self.events(3, ['a', 'b', 'a']),
+            ev('end', sites=[end_entry(A, 200, 150)], totals={}))
+        self.assertEqual(row['fallback_reasons'], {'a': 2, 'b': 1})
+        self.assertTrue(row['fallback_reasons_sampled'])
+        self.assertEqual(row['fallbacks_logged'], 3)
+        self.assertIn('150 of 200 captures fell back; sampled: the log holds 3 of them', text)
+
+    def test_sampled_without_end_event_past_the_routine_limit(self):
+        row, _ = self.report(start(), *self.events(3, ['a'], first_seq=62))
+        self.assertFalse(row['fallback_reasons_sampled'], 'seq 64 and before: all logged')
+        row, _ = self.report(start(), *self.events(3, ['a'], first_seq=100))
+        self.assertTrue(row['fallback_reasons_sampled'])
+        row, _ = self.report(start(routine_events_full=200), *self.events(3, ['a'],
+                                                                           first_seq=100))
+        self.assertFalse(row['fallback_reasons_sampled'], "the start event's limit counts")
+
+    def test_switch_call_and_candidates(self):
+        lines = [start()]
+        for seq, call in ((2, 'cuLaunchKernel'), (3, 'cuLaunchKernel'), (4, 'cuMemcpyAsync')):
+            e = json.loads(capture(A, 'fallback', seq, reason='kernel differs'))
+            e.update(switch_call=call, candidates=3)
+            lines.append(json.dumps(e))
+        e = json.loads(capture(A, 'recapture', 5))
+        e['candidates'] = 1
+        lines.append(json.dumps(e))
+        row, text = self.report(*lines)
+        self.assertEqual(row['fallback_switch_calls'],
+                         {'kernel differs': {'cuLaunchKernel': 2, 'cuMemcpyAsync': 1}})
+        self.assertEqual(row['candidates'], {'logged': 4, 'mean': 2.5, 'max': 3})
+        self.assertIn('kernel differs (switched to a driver capture at cuLaunchKernel (2x), '
+                      'cuMemcpyAsync (1x))', ' '.join(text.split()))
+        self.assertIn('matched against 2.5 kept graph(s) on average, 3 at most', text)
+
+    def test_ranks_merge_exactness(self):
+        # Exact on one rank, sampled on the other: sampled overall.
+        logs = [self.write('a.jsonl', [start(pid=1, rank=0, rank_var='RANK'),
+                                       ev('end', pid=1, sites=[end_entry(A, 10, 4, fallback_reasons={
+                                           'x': 4})], totals={})]),
+                self.write('b.jsonl', [start(pid=2, rank=1, rank_var='RANK'),
+                                       capture(A, 'fallback', 2, reason='y', pid=2),
+                                       ev('end', pid=2, sites=[end_entry(A, 10, 2)],
+                                          totals={})])]
+        data = json.loads(recap('report', '--json', *logs).stdout)
+        self.assertEqual(data['sites'][0]['fallback_reasons'], {'x': 4, 'y': 1})
+        self.assertTrue(data['sites'][0]['fallback_reasons_sampled'])
+        ranks = {r['rank']: r for r in data['by_rank']}
+        self.assertFalse(ranks['0']['fallback_reasons_sampled'])
+        self.assertTrue(ranks['1']['fallback_reasons_sampled'])
+
+    def test_bad_fallback_reasons_ignored(self):
+        row, _ = self.report(start(), *self.events(1, ['a']),
+                             ev('end', sites=[end_entry(A, 10, 1, fallback_reasons={
+                                 'a': 'many'})], totals={}))
+        self.assertEqual(row['fallback_reasons'], {'a': 1})
+        self.assertFalse(row['fallback_reasons_sampled'])
+
+
+class RealRun(Base):
+    """The scenario program on the stand-in driver under librecap: the
+    report of a real log fits 100 columns and agrees with --csv."""
+
+    def test_real_log(self):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(('RECAP_', 'STANDIN_', 'SCENARIO_')) and k != 'LD_PRELOAD'}
+        log = os.path.join(self.dir, 'real.jsonl')
+        env.update(LD_PRELOAD=preload_value(os.environ.get('RECAP_TEST_PRELOAD_PREFIX'),
+                                            os.environ['RECAP_LIB']),
+                   RECAP_LOG=log, STANDIN_DRIVER_VERSION='13000')
+        p = subprocess.run([os.environ['SCENARIO_BIN'], 'params', '120'], env=env,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = recap('report', log)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(all(len(line) <= 100 for line in r.stdout.splitlines()), r.stdout)
+        rows = list(csv.DictReader(io.StringIO(recap('report', '--csv', log).stdout)))
+        self.assertEqual(int(rows[-1]['captures']), 120)
+        self.assertGreater(int(rows[-1]['reused']), 100)
+
+
+if __name__ == '__main__':
+    unittest.main()
