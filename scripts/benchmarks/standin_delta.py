@@ -1,6 +1,6 @@
 """bench standin-delta - the delta path's driver calls, on the stand-in at 13.3.
 
-  scripts/bench standin-delta DELTA_COUNTS_BINARY LIBRECAP_SO
+  scripts/bench standin-delta [--nodes 10,100,1000,5000] DELTA_COUNTS_BINARY LIBRECAP_SO
 
 For graphs of n = 10, 100, 1000, 5000 kernel nodes of which k change every
 iteration, runs tests/scenario/delta_counts under recap (stand-in reporting
@@ -38,6 +38,18 @@ def main(argv):
     if argv[:1] in (['-h'], ['--help']):
         print(__doc__)
         return 0
+    argv = list(argv)
+    sizes = (10, 100, 1000, 5000)
+    if argv[:1] == ['--nodes']:
+        try:
+            sizes = tuple(int(n) for n in argv[1].split(','))
+            if not sizes or min(sizes) < 1:
+                raise ValueError
+        except (IndexError, ValueError):
+            sys.stderr.write('bench standin-delta: --nodes wants node counts >= 1 separated by '
+                             f'commas (got {argv[1] if len(argv) > 1 else "nothing"})\n')
+            return 2
+        argv = argv[2:]
     if len(argv) != 2:
         sys.stderr.write(__doc__)
         return 2
@@ -48,7 +60,7 @@ def main(argv):
     print(f"{'nodes':>6} {'changed':>8} {'instantiate':>12} {'inst/plain':>11} {'recapture':>10} "
           f"{'whole update':>13} {'node setters':>13}  same results")
     failed = 0
-    for n in (10, 100, 1000, 5000):
+    for n in sizes:
         for k in sorted({0, 1, max(1, n // 20), max(1, n // 5), n}):
             r = run(binary, lib, n, k, True)
             plain = run(binary, lib, n, k, False)

@@ -63,13 +63,20 @@ class Bench(unittest.TestCase):
         r = bench('instantiate', '--nodes')
         self.assertEqual(r.returncode, 2)
         self.assertIn('--nodes: expected one argument', r.stderr)
+        r = bench('standin-delta', '--nodes', '10,x', 'a', 'b')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('--nodes wants node counts >= 1 separated by commas (got 10,x)', r.stderr)
 
     def test_standin_delta(self):
-        r = bench('standin-delta', DELTA_COUNTS, os.path.join(BUILD, 'shim', 'librecap.so'))
+        # Two sizes of the grid (the whole one is the benchmark's).
+        r = bench('standin-delta', '--nodes', '10,1000', DELTA_COUNTS,
+                  os.path.join(BUILD, 'shim', 'librecap.so'))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         rows = re.findall(r'(?m)^\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)\s+\d+\s+\d+\s+\d+\s+(\S+)$',
                           r.stdout)
-        self.assertEqual(len(rows), 19, r.stdout)
+        self.assertEqual([(n, k) for n, k, *_ in rows],
+                         [('10', '0'), ('10', '1'), ('10', '2'), ('10', '10'), ('1000', '0'),
+                          ('1000', '1'), ('1000', '50'), ('1000', '200'), ('1000', '1000')])
         for nodes, changed, inst, ratio, same in rows:
             self.assertEqual(same, 'yes')
             # Against the 20 instantiations of the run without recap.

@@ -159,6 +159,9 @@ class MesonInstall(unittest.TestCase):
             self.assertTrue(os.path.isfile(os.path.join(prefix, opts['mandir'], 'man1', 'recap.1')))
             for helper in HELPERS:
                 self.assertTrue(os.path.isfile(os.path.join(datadir, helper)), helper)
+            # What is preloaded below is only looked at: an empty library in
+            # its place (a sanitizer build's could not be preloaded into Python).
+            shutil.copy(FAKE_LIB, os.path.join(libdir, 'librecap.so'))
             # As if installed at that prefix: the configured folders point there.
             with open(script) as f:
                 text = f.read()
