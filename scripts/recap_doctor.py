@@ -33,6 +33,8 @@ import sys
 import tempfile
 
 RECAPTURE_MIN_DRIVER = 13030
+# Recording captures itself needs cuStreamGetCaptureInfo_v3 (CUDA 12.3).
+SELF_RECORD_MIN_DRIVER = 12030
 STUB_ERROR = 34  # CUDA_ERROR_STUB_LIBRARY
 # cudart's description of cudaErrorInsufficientDriver: inside every copy of
 # the CUDA runtime, static or shared.
@@ -253,6 +255,42 @@ def settings_table(env):
     return rows, problems
 
 
+def plan(drv, mode, settings):
+    """What recap will do with a repeat capture and an instantiation on
+    this driver, in one line: the effective mode (from the probe's start
+    event) and self_record (settings: {key: (value, source)})."""
+    record, record_from = settings.get('self_record', ('on', 'built-in default'))
+    record_on = record.strip().lower() not in ('off', '0', 'no', 'false')
+    sections = settings.get('site sections')
+    tail = ' ([site] sections of the configuration may set other modes)' if sections else ''
+    if mode == 'off':
+        return 'pass every call through and write no log (mode off)'
+    if mode == 'observe':
+        return 'log every capture site and change nothing (mode observe)' + tail
+    reuse = mode in ('auto', 'update')
+    updates = 'update released executable graphs instead of instantiating'
+    if mode == 'update':
+        return updates + ' (mode update: no recapture)' + tail
+    if drv['recapture_api']:
+        what = 'recapture repeat captures into the graph captured last time (driver API)'
+    elif not record_on:
+        what = (f'leave repeat captures to the driver: self-recording is off (self_record '
+                f'{record}, {record_from})')
+        if not reuse:
+            return what + '; mode recapture has nothing else to do here' + tail
+        return f'{updates}; {what}' + tail
+    elif drv['version'] < SELF_RECORD_MIN_DRIVER:
+        what = (f'leave repeat captures to the driver: recording them needs a '
+                f'{version_text(SELF_RECORD_MIN_DRIVER)} driver')
+        if not reuse:
+            return what + '; mode recapture has nothing else to do here' + tail
+        return f'{updates}; {what}' + tail
+    else:
+        what = ('record repeat captures itself, with no driver capture (self-recording: '
+                f'self_record {record}, {record_from})')
+    return what + (f', and {updates}' if reuse else ' (mode recapture: no executable reuse)') + tail
+
+
 # ---- runs under recap ------------------------------------------------------------
 
 # A path to librecap that LD_PRELOAD can carry: `recap doctor` sets it to
@@ -422,13 +460,11 @@ def main(argv, library, exports_of):
         if drv['init']:
             problems.append(f'cuInit failed with error {drv["init"]}: no usable device')
         if drv['recapture_api']:
-            api = 'yes: cuStreamBeginRecaptureToGraph (recapture + executable reuse)'
+            api = 'yes: cuStreamBeginRecaptureToGraph'
         elif drv['version'] < RECAPTURE_MIN_DRIVER:
-            api = (f'no: the driver is older than {version_text(RECAPTURE_MIN_DRIVER)} '
-                   f'(executable reuse only)')
+            api = f'no: the driver is older than {version_text(RECAPTURE_MIN_DRIVER)}'
         else:
-            api = (f'no: cuGetProcAddress_v2 at {drv["version"]} answered {drv["proc_status"]} '
-                   f'(executable reuse only)')
+            api = f'no: cuGetProcAddress_v2 at {drv["version"]} answered {drv["proc_status"]}'
         print(f'  recapture API {api}')
 
     rows, setting_problems = settings_table(env)
@@ -449,6 +485,8 @@ def main(argv, library, exports_of):
                 print(f'  recap sees    driver {start.get("driver")}, recapture_api '
                       f'{start.get("recapture_api")}, effective mode {start.get("mode")}, sites '
                       f'{start.get("sites")}, stack_depth {start.get("stack_depth")}')
+                settings = {key: (value, source) for key, value, source in rows}
+                print(f'  recap will    {plan(drv, start.get("mode"), settings)}')
                 if start.get('mode') == 'observe' and complaints:
                     warnings.append('recap runs as observe because of the errors listed below')
             elif not any(p.startswith('mode is off') for p in problems):

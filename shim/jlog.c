@@ -9,7 +9,9 @@
  * line, follow a symlink planted at the log path, truncate an existing log,
  * write into a descriptor the program has since reused, or let a failure
  * reach the program: the first failure prints one "recap: cannot write log
- * PATH: reason; logging disabled" line on stderr and logging stops.
+ * PATH: reason; logging disabled" line on stderr and logging stops. A
+ * path naming the null device (RECAP_LOG=/dev/null) is no failure: logging
+ * stops quietly, as with "off".
  *
  * Concurrency: the state word is read with acquire on every emit; only the
  * first emit (or the first in a fork child) takes jlog_open_lock, to create
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "policy/settings.h"
@@ -96,8 +99,15 @@ static void jlog_report_failure(const char *path, const char *reason)
 
 /* ---- opening ---------------------------------------------------------------- */
 
-/* Opens the expanded log path for appending. Returns the descriptor, or -1
- * with *reason set to a static description. */
+/* Linux's null device, character device 1:3, whatever its path. */
+static int jlog_is_null_device(const struct stat *st)
+{
+    return S_ISCHR(st->st_mode) && major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
+}
+
+/* Opens the expanded log path for appending. Returns the descriptor; -2
+ * for the null device (the user asked for no log); or -1 with *reason set
+ * to a static description. */
 static int jlog_open_file(const char *path, const char **reason, char *why, size_t whylen)
 {
     /* O_NONBLOCK: a FIFO planted at the path must not block the program in
@@ -119,6 +129,10 @@ static int jlog_open_file(const char *path, const char **reason, char *why, size
         *reason = strerror_r(errno, why, whylen);
         close(fd);
         return -1;
+    }
+    if (jlog_is_null_device(&st)) {
+        close(fd);
+        return -2;
     }
     if (!S_ISREG(st.st_mode)) {
         *reason = "not a regular file";
@@ -181,6 +195,8 @@ static int jlog_open_once(void)
             jlog_fd = fd;
             snprintf(jlog_opened, sizeof jlog_opened, "%s", path);
             state = JLOG_OPEN;
+        } else if (fd == -2) {
+            state = JLOG_OFF;
         } else {
             state = JLOG_FAILED;
         }

@@ -58,6 +58,8 @@ class Machine(unittest.TestCase):
         self.assertIn(f'driver        {os.path.realpath(STANDIN_DIR)}/libcuda.so.1, version 13.3 (13030)', out)
         self.assertIn('recapture API yes: cuStreamBeginRecaptureToGraph', out)
         self.assertIn('recap sees    driver 13030, recapture_api True, effective mode auto', out)
+        self.assertIn('recap will    recapture repeat captures into the graph captured last time '
+                      '(driver API), and update released executable graphs', out)
         self.assertIn(f'librecap.so   {os.path.realpath(LIB)}', out)  # found next to the script
         self.assertTrue(out.rstrip().endswith('recap can act here'), out)
 
@@ -65,8 +67,37 @@ class Machine(unittest.TestCase):
         rc, out = doctor(env={'STANDIN_DRIVER_VERSION': '13000'})
         self.assertEqual(rc, 0, out)
         self.assertIn('version 13.0 (13000)', out)
-        self.assertIn('recapture API no: the driver is older than 13.3 (13030) (executable reuse only)', out)
+        self.assertIn('recapture API no: the driver is older than 13.3 (13030)\n', out)
         self.assertIn('recap sees    driver 13000, recapture_api False', out)
+        # Self-recording is on by default: recap records repeat captures itself.
+        self.assertIn('recap will    record repeat captures itself, with no driver capture '
+                      '(self-recording: self_record on, built-in default), and update released '
+                      'executable graphs instead of instantiating', out)
+        self.assertNotIn('executable reuse only', out)
+
+    def test_plan_follows_self_record_and_mode(self):
+        base = {'STANDIN_DRIVER_VERSION': '13000'}
+        rc, out = doctor(env=dict(base, RECAP_SELF_RECORD='off'))
+        self.assertEqual(rc, 0, out)
+        self.assertIn('recap will    update released executable graphs instead of instantiating; '
+                      'leave repeat captures to the driver: self-recording is off (self_record '
+                      'off, environment RECAP_SELF_RECORD)', out)
+        conf = os.path.join(self.dir, 'recap.conf')
+        with open(conf, 'w') as f:
+            f.write('[defaults]\nself_record = off\n')
+        rc, out = doctor(env=dict(base, RECAP_CONFIG=conf))
+        self.assertIn(f'self-recording is off (self_record off, {conf}:2)', out)
+        rc, out = doctor(env=dict(base, RECAP_MODE='update'))
+        self.assertIn('recap will    update released executable graphs instead of instantiating '
+                      '(mode update: no recapture)', out)
+        rc, out = doctor(env=dict(base, RECAP_MODE='recapture'))
+        self.assertIn('recap will    record repeat captures itself, with no driver capture '
+                      '(self-recording: self_record on, built-in default) (mode recapture: no '
+                      'executable reuse)', out)
+        rc, out = doctor(env=dict(base, RECAP_MODE='observe'))
+        self.assertIn('recap will    log every capture site and change nothing (mode observe)', out)
+        rc, out = doctor(env={'STANDIN_DRIVER_VERSION': '13030', 'RECAP_SELF_RECORD': 'off'})
+        self.assertIn('recap will    recapture repeat captures', out)   # the driver's API: no recording
 
     def test_missing_driver(self):
         probe = subprocess.run([sys.executable, '-c', 'import ctypes; ctypes.CDLL("libcuda.so.1")'],

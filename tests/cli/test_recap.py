@@ -168,6 +168,9 @@ class Run(Base):
         os.makedirs(os.path.join(self.dir, 'build', 'shim'))
         script = os.path.join(self.dir, 'build', 'scripts', 'recap')
         shutil.copy(SCRIPT, script)
+        for helper in os.listdir(os.path.dirname(SCRIPT)):   # its helper modules
+            if helper.endswith('.py'):
+                shutil.copy(os.path.join(os.path.dirname(SCRIPT), helper), os.path.dirname(script))
         lib = os.path.join(self.dir, 'build', 'shim', 'librecap.so')
         r = recap('run', '--', sys.executable, '-c', SHOW_ENV, script=script)
         self.assertEqual(r.returncode, 2)

@@ -28,7 +28,7 @@ import sys
 import time
 import tempfile
 
-# GPU_TEST_ITERATIONS and GPU_TEST_TIMING=1 are for scripts/bench-python: the
+# GPU_TEST_ITERATIONS and GPU_TEST_TIMING=1 are for scripts/bench python: the
 # median time of the capture-to-release section of the loop, after 10
 # warm-up iterations, as a "result" line (not printed otherwise).
 ITERATIONS = int(os.environ.get("GPU_TEST_ITERATIONS", "200"))
@@ -136,7 +136,7 @@ def close(obj):
 
 
 def build_and_launch(stream, config, kernel, x, tmp, y, n, a, b, a2, b2, marks=None):
-    """The loop's timed section (also scripts/bench_python_paired.py's): a new
+    """The loop's timed section (also scripts/python_paired.py's): a new
     graph of the two launches built, completed, launched, waited for and
     closed. marks, a list, gets time.perf_counter() after each step."""
     mark = (lambda: marks.append(time.perf_counter())) if marks is not None else (lambda: None)

@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 
-# GPU_TEST_ITERATIONS and GPU_TEST_TIMING=1 are for scripts/bench-python: the
+# GPU_TEST_ITERATIONS and GPU_TEST_TIMING=1 are for scripts/bench python: the
 # median time of the capture-to-release section of the loop, after 10
 # warm-up iterations, as a "result" line (not printed otherwise).
 ITERATIONS = int(os.environ.get("GPU_TEST_ITERATIONS", "200"))
@@ -53,7 +53,7 @@ def scalars(iteration):
 
 
 def capture_and_launch(stream, record, iteration, marks=None):
-    """The loop's timed section (also scripts/bench_python_paired.py's): a new
+    """The loop's timed section (also scripts/python_paired.py's): a new
     graph of record(iteration) captured on stream, launched, waited for and
     released. marks, a list, gets time.perf_counter() after each step."""
     mark = (lambda: marks.append(time.perf_counter())) if marks is not None else (lambda: None)

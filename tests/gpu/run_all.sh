@@ -27,7 +27,10 @@
 #     observes) runs plain and under recap and must print the same; its
 #     plain output is compared with capture_semantics.expected (reported);
 #     Last, `recap doctor` on this machine and on two of the programs (PASS
-#     when it says recap can act; its report goes into the summary);
+#     when it says recap can act; its report goes into the summary), and
+#     the wheel carried in dist/ (wheel_check.sh: pip installs it into fresh
+#     virtual environments, recap doctor and docs/examples/train.py run
+#     under the installed recap; SKIP without a wheel);
 # (d) prints one PASS/FAIL/SKIP line per program and a summary line
 #     "summary: N passed, N failed, N skipped"; exit 0 only if none failed.
 #     When $OUT is set, $OUT/gpu-tests-summary.txt and $OUT/gpu-tests-logs.tar.gz
@@ -628,6 +631,34 @@ run_doctor() { # name [build_key program args...]
 run_doctor doctor
 run_doctor doctor_static runtime_static "$BIN/runtime_static"
 run_doctor doctor_driver_api driver_api "$BIN/driver_api"
+
+# The wheel (scripts/wheel, built on another machine and carried here in
+# dist/): pip installs it into fresh virtual environments, then recap doctor
+# and the README's PyTorch example run under the installed recap
+# (wheel_check.sh). SKIP when no wheel was carried.
+run_wheel() {
+    local dir=$LOGS/wheel wheel left rc
+    selected wheel || return 0
+    wheel=$(ls -t "$REPO"/dist/recap-*.whl 2>/dev/null | head -n 1)
+    if [ -z "$wheel" ]; then
+        report SKIP wheel "no dist/recap-*.whl here (scripts/wheel builds one; carry dist/)"
+        return
+    fi
+    left=$((TIME_BUDGET - (SECONDS - START_SECONDS)))
+    [ "$left" -ge 60 ] || { report FAIL wheel "not run: time budget spent"; return; }
+    [ "$left" -le 300 ] || left=300
+    mkdir -p "$dir"
+    timeout -k 5 "$left" env PYTHON="$PYTHON" OUT= "$HERE/wheel_check.sh" "$wheel" \
+        >"$dir/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        report PASS wheel "$(tail -n 1 "$dir/out.txt")"
+    else
+        report FAIL wheel "$(exit_detail "$rc"): $(tail -n 1 "$dir/out.txt")"
+    fi
+    sed 's/^/      /' "$dir/out.txt" | tee -a "$SUMMARY"
+}
+run_wheel
 
 # ------------------------------------------------------------------ (d) summary
 say "elapsed $((SECONDS - START_SECONDS)) s; logs in $LOGS"

@@ -29,7 +29,7 @@ import time
 
 import torch_setup
 
-# GPU_TEST_ITERATIONS and GPU_TEST_TIMING=1 are for scripts/bench-python: the
+# GPU_TEST_ITERATIONS and GPU_TEST_TIMING=1 are for scripts/bench python: the
 # median time of the capture-to-release section of the loop, after 10
 # warm-up iterations, as a "result" line (not printed otherwise).
 ITERATIONS = int(os.environ.get("GPU_TEST_ITERATIONS", "100"))

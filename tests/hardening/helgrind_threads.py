@@ -7,6 +7,8 @@ driver reporting 13.3) once without recap and once under recap inside
 valgrind's helgrind, and requires: helgrind reports no error, the output is
 the same as without recap, and recap's end event counts every capture with
 recaptures after the first ones. Skips (exit 77) when valgrind is missing.
+helgrind.supp lists what helgrind reports that is not a race (atomics it
+cannot see).
 With HELGRIND_SELF_RECORD=1 the driver reports 13.0 and recap records the
 repeat captures itself (RECAP_SELF_RECORD=on): its recordings, their stale
 marks and the guards are then what the threads share.
@@ -44,7 +46,9 @@ def main():
         env_recap = dict(env, LD_PRELOAD=preload_value(os.environ["RECAP_LIB"]), RECAP_LOG=log)
         if SELF_RECORD:
             env_recap["RECAP_SELF_RECORD"] = "on"
+        suppressions = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helgrind.supp")
         run = subprocess.run(["valgrind", "--tool=helgrind", "--error-exitcode=9",
+                              f"--suppressions={suppressions}",
                               scenario, "threads", ITERATIONS], env=env_recap,
                              capture_output=True, text=True, timeout=1200)
         text = open(log).read() if os.path.exists(log) else ""

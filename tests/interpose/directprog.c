@@ -1,5 +1,5 @@
 /*
- * directprog.c - scripts/bench_direct.h finds the real driver's functions
+ * directprog.c - scripts/benchmarks/bench_direct.h finds the real driver's functions
  * past recap: for a few driver functions, prints which library the linked
  * symbol and the looked-up one live in, whether they are the same, and
  * what the looked-up cuDriverGetVersion answers. Without recap both name
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../scripts/bench_direct.h"
+#include "../../scripts/benchmarks/bench_direct.h"
 
 static const char *library_of(void *fn)
 {

@@ -226,7 +226,7 @@ Test(interpose, library_below_a_path_with_space_and_colon)
     run_cleanup_dir(dir);
 }
 
-/* scripts/bench-paired measures recap against the driver in one process,
+/* scripts/bench paired measures recap against the driver in one process,
  * reaching the driver past recap through bench_direct.h. Under recap the
  * linked functions must be recap's and the looked-up ones the driver's
  * (else the benchmark would time the driver against itself, or recap

@@ -2,7 +2,7 @@
  * test_jlog.c - the log writer: exact JSON escaping, valid JSON whatever
  * the strings hold or however long the line gets, safe file creation
  * (symlinks, FIFOs, directories, devices, missing directories, foreign
- * owners, narrow modes, append-only), complete lines under concurrency,
+ * owners, narrow modes, append-only), /dev/null as a quiet "off", complete lines under concurrency,
  * one warning per failure, and fork children writing their own file.
  *
  * JSONL_CHECK names tests/unit/jsonl_check.py (set by meson); each test
@@ -382,6 +382,21 @@ Test(jlog, missing_directory_is_reported)
 Test(jlog, dev_full_is_refused)
 {
     expect_refused("/dev/full", "not a regular file");
+}
+
+/* RECAP_LOG=/dev/null asks for no log: nothing on stderr, logging off
+ * after the first event, as with "off" (another device stays refused). */
+Test(jlog, dev_null_is_off_quietly)
+{
+    jlog_configure("/dev/null", no_env);
+    capture_stderr();
+    emit_simple("first");
+    emit_simple("second");
+    const char *err = captured();
+    restore_stderr();
+    cr_expect_str_eq(err, "");
+    cr_expect_not(jlog_enabled());
+    cr_expect_str_eq(jlog_path(), "");
 }
 
 Test(jlog, fifo_never_blocks)

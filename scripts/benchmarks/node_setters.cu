@@ -1,5 +1,5 @@
 /*
- * bench-node-setters.cu - what new kernel arguments for every node of a
+ * node_setters.cu - what new kernel arguments for every node of a
  * graph cost on this driver, by each way recap or a program can bring an
  * executable graph up to date. Every round gives every node a value it did
  * not hold before, in the graph and in the executable graph alike, so no
@@ -25,7 +25,7 @@
  * (the first is warm-up); medians per node or per round. Decides
  * exec_reuse.c's per-node/whole choice.
  *
- *   nvcc -O2 -arch=sm_90 scripts/bench-node-setters.cu -o /tmp/bns -lcuda && /tmp/bns
+ *   scripts/bench node-setters   (builds this file with nvcc and runs it)
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -47,7 +47,7 @@ static double now_us()
 static void check(CUresult r, const char *what)
 {
     if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "bench-node-setters: %s failed: %d\n", what, (int)r);
+        fprintf(stderr, "bench node-setters: %s failed: %d\n", what, (int)r);
         exit(1);
     }
 }

@@ -1,7 +1,7 @@
 /*
- * bench-instantiate.cu - measures one iteration of a capture loop over N
+ * instantiate.cu - measures one iteration of a capture loop over N
  * kernel launches, in the two ways a program can write it; the driver script
- * scripts/bench-instantiate runs the first way also under recap.
+ * scripts/bench instantiate runs the first way also under recap.
  *
  *   plain (--handwritten 0): what a program without graph-update code does
  *     every iteration: capture N launches, cudaGraphInstantiate, launch,
@@ -17,8 +17,8 @@
  * to end capture), the instantiation or update, the launch; the rest of the
  * host time is the destroys.
  *
- * Usage: bench-instantiate --info
- *        bench-instantiate --nodes N --iterations I --warmup W --handwritten 0|1
+ * Usage: instantiate --info
+ *        instantiate --nodes N --iterations I --warmup W --handwritten 0|1
  * Prints: result nodes=N iterations=I handwritten=H median_ms=.. p10_ms=..
  *         p90_ms=.. median_host_ms=.. median_capture_ms=.. median_instantiate_ms=..
  *         median_launch_ms=..
@@ -61,7 +61,7 @@ int main(int argc, char **argv)
     bench_arg args[] = {{"--nodes", &nodes}, {"--iterations", &iterations},
                         {"--warmup", &warmup}, {"--handwritten", &handwritten}};
     bench_parse_args(argc, argv, args, sizeof args / sizeof args[0],
-                     "bench-instantiate --info | --nodes N --iterations I --warmup W "
+                     "instantiate --info | --nodes N --iterations I --warmup W "
                      "--handwritten 0|1");
 
     cudaStream_t stream;

@@ -1,5 +1,4 @@
-"""benchlib.py - what the benchmark drivers (bench-instantiate, bench-overhead,
-bench-delta) share: finding the repo, nvcc and librecap.so, building a .cu
+"""benchlib.py - what the subcommands of scripts/bench share: finding the repo, nvcc and librecap.so, building a .cu
 file into a temporary directory, running a benchmark binary and parsing its
 "result key=value ..." lines, the header every benchmark prints (GPU, driver,
 exact command), and reading recap's log.
@@ -19,8 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = os.path.join(REPO, "scripts")
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))   # scripts/benchmarks
+REPO = os.path.dirname(os.path.dirname(BENCHMARKS))
 DEFAULT_ARCH_FLAGS = ["-gencode", "arch=compute_90,code=sm_90",
                       "-gencode", "arch=compute_90,code=compute_90"]
 
@@ -70,8 +69,9 @@ def preloadable(path):
 
 
 def build(source_name, workdir, extra_flags=()):
-    """Compiles scripts/<source_name> with nvcc into workdir; returns the binary path."""
-    source = os.path.join(SCRIPTS, source_name)
+    """Compiles scripts/benchmarks/<source_name> with nvcc into workdir;
+    returns the binary path."""
+    source = os.path.join(BENCHMARKS, source_name)
     binary = os.path.join(workdir, os.path.splitext(source_name)[0])
     command = [nvcc_path(), "-O2", "-std=c++17", *arch_flags(), source, "-o", binary,
                *extra_flags]
@@ -203,12 +203,3 @@ def format_hows(counts):
     total = sum(counts.values())
     reused = sum(v for k, v in counts.items() if k != "new")
     return f"{reused}/{total} reused (" + " ".join(f"{k}={v}" for k, v in sorted(counts.items())) + ")"
-
-
-def main_guard(main):
-    """Runs main(); a BenchError prints 'error: ...' and exits 1."""
-    try:
-        sys.exit(main())
-    except BenchError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)

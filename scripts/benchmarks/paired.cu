@@ -1,5 +1,5 @@
 /*
- * bench-paired.cu - recap's own cost on a capture loop, measured inside one
+ * paired.cu - recap's own cost on a capture loop, measured inside one
  * process. Every iteration runs twice: once through the driver functions
  * the program links (recap's wrappers, when recap is preloaded) and once
  * through the real driver's own functions, looked up in libcuda's symbol
@@ -9,7 +9,7 @@
  * the 2 % margins measured here, does not enter the ratio.
  *
  * Two loops, each over N launches of a kernel whose arguments change every
- * iteration (as in bench-instantiate.cu), driver API throughout:
+ * iteration (as in instantiate.cu), driver API throughout:
  *   plain (0): capture, instantiate, launch, destroy the executable graph
  *     and the graph - a program without graph-update code;
  *   hand (1): capture, cuGraphExecUpdate into the executable graph kept
@@ -25,8 +25,8 @@
  * ratio is the median of its recap-way times over the median of its
  * direct-way times. Printed: the median and quartiles of the block ratios.
  *
- * Usage: bench-paired --info
- *        bench-paired --nodes N --pairs P --warmup W --block B
+ * Usage: paired --info
+ *        paired --nodes N --pairs P --warmup W --block B
  *                     --recap-way 0|1 --direct-way 0|1
  * Prints: result nodes=N pairs=P recap_way=plain|hand direct_way=..
  *         interposed=0|1 host_ratio=.. host_q25=.. host_q75=.. wall_ratio=..
@@ -73,7 +73,7 @@ void *real_driver_function(const char *name)
     int found_library = 0;
     void *address = bench_real_driver_function(name, &found_library);
     if (!address) {
-        fprintf(stderr, "bench-paired: %s not found in %s\n", name,
+        fprintf(stderr, "bench paired: %s not found in %s\n", name,
                 found_library ? "libcuda's dynamic symbol table" : "the process (no libcuda.so loaded)");
         exit(2);
     }
@@ -269,12 +269,12 @@ int main(int argc, char **argv)
     bench_arg args[] = {{"--nodes", &nodes}, {"--pairs", &pairs}, {"--warmup", &warmup},
                         {"--block", &block}, {"--recap-way", &recap_way},
                         {"--direct-way", &direct_way}};
-    const char *usage = "bench-paired --info | --nodes N --pairs P --warmup W --block B "
+    const char *usage = "paired --info | --nodes N --pairs P --warmup W --block B "
                         "--recap-way 0|1 --direct-way 0|1";
     bench_parse_args(argc, argv, args, sizeof args / sizeof args[0], usage);
     if (nodes < 1 || block < 1 || pairs < block || warmup < 0 || (recap_way & ~1L) ||
         (direct_way & ~1L)) {
-        fprintf(stderr, "bench-paired: need nodes >= 1, pairs >= block >= 1, warmup >= 0, "
+        fprintf(stderr, "bench paired: need nodes >= 1, pairs >= block >= 1, warmup >= 0, "
                         "ways 0 (plain) or 1 (hand)\nusage: %s\n", usage);
         return 2;
     }
@@ -337,7 +337,7 @@ int main(int argc, char **argv)
                bench_quantile(direct_phase[p], 0.5));
     printf("\n");
     if (!same) {
-        fprintf(stderr, "bench-paired: the two ways' buffers differ\n");
+        fprintf(stderr, "bench paired: the two ways' buffers differ\n");
         return 1;
     }
     return 0;

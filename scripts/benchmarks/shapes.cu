@@ -1,5 +1,5 @@
 /*
- * bench-shapes.cu - a loop whose captured graph cycles through k shapes (a
+ * shapes.cu - a loop whose captured graph cycles through k shapes (a
  * dynamic batch), with every kind of node a real program mixes: a memset,
  * a fork onto a second stream through an event (a kernel there), N kernels
  * on the first, the join through an event, a device-to-device copy and a
@@ -7,8 +7,8 @@
  * captures, instantiates (or, hand-written, updates the executable graph
  * kept for that shape), launches, waits and destroys what it made.
  *
- * Usage: bench-shapes --info
- *        bench-shapes --kernels N --shapes K --iterations I --warmup W --handwritten 0|1
+ * Usage: shapes --info
+ *        shapes --kernels N --shapes K --iterations I --warmup W --handwritten 0|1
  * Prints "result median_ms=.. median_host_ms=.. instantiations=.. checksum=.."
  * (host: the iteration's time up to the wait, the CPU time in the API).
  */
@@ -42,7 +42,7 @@ int main(int argc, char **argv)
                          { "--iterations", &iterations }, { "--warmup", &warmup },
                          { "--handwritten", &handwritten } };
     bench_parse_args(argc, argv, args, sizeof args / sizeof args[0],
-                     "bench-shapes --info | --kernels N --shapes K --iterations I --warmup W "
+                     "shapes --info | --kernels N --shapes K --iterations I --warmup W "
                      "--handwritten 0|1");
     const int n = 256;
     float *buf[3];

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""bench-python - the GPU suite's Python loops (PyTorch, CuPy, cuda.core),
+"""bench python - the GPU suite's Python loops (PyTorch, CuPy, cuda.core),
 each capturing a new graph every iteration, three ways in one invocation:
   plain   the program as it is
   recap   under LD_PRELOAD=librecap.so with RECAP_SELF_RECORD=off (executable
@@ -14,7 +13,7 @@ self/recap (issue 13: self-recording must be no slower than executable
 reuse alone, self/recap <= 1). A program that cannot run here (package
 missing) is reported and skipped.
 
---paired measures inside one process instead (scripts/bench_python_paired.py):
+--paired measures inside one process instead (scripts/benchmarks/python_paired.py):
 the same loop's section runs through three functions every iteration, in
 rotating order, each a capture site of its own, configured (found by a
 3-iteration run first) as recap's default, self_record = off and mode = off.
@@ -24,11 +23,11 @@ checked: the three ways' results equal and right, the self site recorded by
 recap, the reuse site never.
 
 With --paired, the programs also include two real models captured anew
-every iteration (scripts/bench_models.py: resnet18, decoder), and each
+every iteration (scripts/benchmarks/bench_models.py: resnet18, decoder), and each
 rep's line and the table give the share of the self site's captures that
 fell back (the log's end totals).
 
-usage: scripts/bench-python [--recap-lib PATH] [--reps 5] [--iterations 200]
+usage: scripts/bench python [--recap-lib PATH] [--reps 5] [--iterations 200]
                             [--programs torch_loop.py,cupy_capture.py,cuda_core_graph.py]
                             [--paired]   (--paired: programs also resnet18, decoder)
 """
@@ -52,8 +51,9 @@ WAYS = ("plain", "recap", "self")
 SKIP = 77
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv):
+    parser = argparse.ArgumentParser(prog="scripts/bench python", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recap-lib", help="path of librecap.so")
     parser.add_argument("--reps", type=int, default=5, help="runs of each way (default 5)")
     parser.add_argument("--iterations", type=int, default=200,
@@ -62,19 +62,19 @@ def main():
                         " (with --paired also " + ", ".join(bench_models.MODELS) + ")")
     parser.add_argument("--paired", action="store_true",
                         help="compare the ways inside one process (see above)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     known = PROGRAMS + (tuple(bench_models.MODELS) if args.paired else ())
     programs = [p for p in (args.programs or ",".join(known)).split(",") if p]
     unknown = set(programs) - set(known)
     if unknown:
         parser.error(f"unknown program(s) {sorted(unknown)}, expected some of {known}")
     lib = benchlib.recap_lib(args.recap_lib)
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu")
+    here = os.path.join(benchlib.REPO, "tests", "gpu")
     python = os.environ.get("PYTHON", sys.executable)
-    workdir = benchlib.make_workdir("bench-python")
+    workdir = benchlib.make_workdir("python")
     if args.paired:
         return paired(args, programs, lib, python, workdir)
-    print("bench-python: Python capture loops, plain vs recap vs recap recording itself")
+    print("bench python: Python capture loops, plain vs recap vs recap recording itself")
     print(f"librecap: {lib}; python: {python}; iterations {args.iterations}; reps {args.reps}")
     sys.stdout.flush()
 
@@ -139,7 +139,7 @@ def run_paired_program(python, name, iterations, lib, log, conf=None):
     env.update({"LD_PRELOAD": benchlib.preloadable(lib), "RECAP_LOG": log})
     if conf:
         env["RECAP_CONFIG"] = conf
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_python_paired.py")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python_paired.py")
     return subprocess.run([python, script, name, str(iterations)], capture_output=True,
                           text=True, env=env)
 
@@ -164,7 +164,7 @@ def site_totals(log):
 
 
 def paired(args, programs, lib, python, workdir):
-    print("bench-python --paired: one process, three sites: recap's default (self), "
+    print("bench python --paired: one process, three sites: recap's default (self), "
           "self_record = off (reuse), mode = off (off)")
     print(f"librecap: {lib}; python: {python}; iterations {args.iterations}; reps {args.reps}")
     rows = {}
@@ -240,6 +240,3 @@ def paired(args, programs, lib, python, workdir):
         print(f"{program:<20}{cells}   {rec} of {cap}, {fell} ({100.0 * fell / max(cap, 1):.1f} %)")
     return 0
 
-
-if __name__ == "__main__":
-    benchlib.main_guard(main)

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""bench-standin-cost - recap's own driver calls and instructions per loop
+"""bench standin-cost - recap's own driver calls and instructions per loop
 iteration, counted on the stand-in driver (no GPU, no noise): the calls by
 the stand-in's STANDIN_REPORT, the instructions by callgrind.
 
@@ -29,7 +28,7 @@ it). On a GPU each driver call costs far more than recap's instructions
 (50-300 ns), so the calls come first. --calls counts only the calls (no
 valgrind needed).
 
-usage: scripts/bench-standin-cost [--calls] BUILD_DIR [LIBRECAP]
+usage: scripts/bench standin-cost [--calls] BUILD_DIR [LIBRECAP]
 BUILD_DIR: a meson build with tests (its stand-in and scenario programs);
 LIBRECAP: another librecap.so to count (an older commit's, for a before and
 after), else BUILD_DIR/shim/librecap.so.
@@ -103,17 +102,22 @@ def print_calls(build, lib, workdir):
     for way, (name, mode) in WAYS.items():
         c0, c1 = (calls_of(build, lib, name, n, mode, workdir) for n in COUNTS)
         per[way] = {k: (c1.get(k, 0) - c0.get(k, 0)) / d for k in set(c0) | set(c1)}
-    print("recap's own driver calls per iteration (stand-in at 13.0; way - base, by name):")
+    print("recap's own driver calls per iteration (stand-in at 13.0; way - base, by name; "
+          "way/base: all driver calls of the way over the base's)")
     for way, base in PAIRS:
         own = {k: per[way].get(k, 0) - per[base].get(k, 0) for k in set(per[way]) | set(per[base])}
         own = {k: v for k, v in own.items() if abs(v) >= 0.005}
         total = sum(v for v in own.values() if v > 0)
+        ratio = sum(per[way].values()) / max(sum(per[base].values()), 1e-9)
         listed = ", ".join(f"{k} {v:+.2f}" for k, v in sorted(own.items()))
-        print(f"  {way + ' - ' + base:<22} {total:>5.2f}   {listed or '-'}")
+        print(f"  {way + ' - ' + base:<22} {total:>5.2f}   way/base {ratio:5.3f}x   {listed or '-'}")
 
 
-def main():
-    args = sys.argv[1:]
+def main(argv):
+    args = list(argv)
+    if argv[:1] in (['-h'], ['--help']):
+        print(__doc__)
+        return 0
     calls_only = bool(args) and args[0] == "--calls"
     if calls_only:
         args = args[1:]
@@ -136,12 +140,10 @@ def main():
     print("instructions per iteration (callgrind, stand-in at 13.0); unwinding apart")
     for way, (ir, unwind) in per.items():
         print(f"  {way:<13} {ir - unwind:>10.0f}   (+ {unwind:.0f} unwinding the stack)")
-    print("recap's own instructions per iteration, unwinding excluded:")
+    print("recap's own instructions per iteration, unwinding excluded (way - base; way/base):")
     for way, base in PAIRS:
         own = (per[way][0] - per[way][1]) - (per[base][0] - per[base][1])
-        print(f"  {way + ' - ' + base:<22} {own:>8.0f}")
+        ratio = (per[way][0] - per[way][1]) / max(per[base][0] - per[base][1], 1e-9)
+        print(f"  {way + ' - ' + base:<22} {own:>8.0f}   {ratio:6.3f}x")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

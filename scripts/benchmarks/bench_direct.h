@@ -1,6 +1,6 @@
 /*
  * bench_direct.h - the real driver's functions, for a benchmark that must
- * call them past recap (scripts/bench-paired.cu). recap answers every
+ * call them past recap (scripts/benchmarks/paired.cu). recap answers every
  * dlsym and cuGetProcAddress of an interposed name with its wrapper - that
  * is its job - so the lookup reads libcuda's dynamic symbol table itself:
  * the loaded object whose file name starts with "libcuda.so", its

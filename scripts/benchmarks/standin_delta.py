@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
-"""bench-standin-delta - the delta path's driver calls, on the stand-in at 13.3.
+"""bench standin-delta - the delta path's driver calls, on the stand-in at 13.3.
 
-  bench-standin-delta DELTA_COUNTS_BINARY LIBRECAP_SO
+  scripts/bench standin-delta [--nodes 10,100,1000,5000] DELTA_COUNTS_BINARY LIBRECAP_SO
 
 For graphs of n = 10, 100, 1000, 5000 kernel nodes of which k change every
 iteration, runs tests/scenario/delta_counts under recap (stand-in reporting
@@ -35,26 +34,40 @@ def run(binary, lib, n, k, with_recap):
     return dict(field.split("=") for field in line.split()[1:])
 
 
-def main():
-    if len(sys.argv) != 3:
+def main(argv):
+    if argv[:1] in (['-h'], ['--help']):
+        print(__doc__)
+        return 0
+    argv = list(argv)
+    sizes = (10, 100, 1000, 5000)
+    if argv[:1] == ['--nodes']:
+        try:
+            sizes = tuple(int(n) for n in argv[1].split(','))
+            if not sizes or min(sizes) < 1:
+                raise ValueError
+        except (IndexError, ValueError):
+            sys.stderr.write('bench standin-delta: --nodes wants node counts >= 1 separated by '
+                             f'commas (got {argv[1] if len(argv) > 1 else "nothing"})\n')
+            return 2
+        argv = argv[2:]
+    if len(argv) != 2:
         sys.stderr.write(__doc__)
         return 2
-    binary, lib = sys.argv[1], sys.argv[2]
+    binary, lib = argv
     print(f"stand-in driver reporting 13.3; {ITERATIONS} iterations per row; "
           "counts are driver calls over the whole run")
-    print(f"{'nodes':>6} {'changed':>8} {'instantiate':>12} {'recapture':>10} "
+    print("inst/plain: recap's instantiations over those of the same program without recap")
+    print(f"{'nodes':>6} {'changed':>8} {'instantiate':>12} {'inst/plain':>11} {'recapture':>10} "
           f"{'whole update':>13} {'node setters':>13}  same results")
     failed = 0
-    for n in (10, 100, 1000, 5000):
+    for n in sizes:
         for k in sorted({0, 1, max(1, n // 20), max(1, n // 5), n}):
             r = run(binary, lib, n, k, True)
             plain = run(binary, lib, n, k, False)
             same = r["checksum"] == plain["checksum"]
             failed += not same
-            print(f"{n:>6} {k:>8} {r['instantiate']:>12} {r['recapture']:>10} "
+            ratio = int(r["instantiate"]) / max(int(plain["instantiate"]), 1)
+            print(f"{n:>6} {k:>8} {r['instantiate']:>12} {ratio:>11.3f} {r['recapture']:>10} "
                   f"{r['exec_update']:>13} {r['node_setters']:>13}  {'yes' if same else 'NO'}")
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

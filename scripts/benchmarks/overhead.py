@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
-"""bench-overhead - recap's interposition overhead on calls it does not act on:
+"""bench overhead - recap's interposition overhead on calls it does not act on:
 kernel launches through the CUDA runtime (cudaLaunchKernel of an empty
 kernel, no capture), with and without recap, in the same run.
 
-Builds scripts/bench-overhead.cu with nvcc into a temporary directory, then
+Builds scripts/benchmarks/overhead.cu with nvcc into a temporary directory, then
 runs it --reps times without and --reps times with LD_PRELOAD=librecap.so,
 alternating (plain, recap, plain, recap, ...) so that drift affects both
 alike. Each run times --launches launches in batches and reports the median
@@ -11,7 +10,7 @@ per-launch time; the summary gives the median of the runs' medians for each
 side, the overhead ratio recap/plain - 1 against the 2% target, and the
 spread of the plain runs as the noise floor to read it against.
 
-usage: scripts/bench-overhead [--recap-lib PATH] [--launches 200000]
+usage: scripts/bench overhead [--recap-lib PATH] [--launches 200000]
                               [--batch 500] [--reps 7]
 librecap.so: --recap-lib, else $RECAP_LIB, else build-gpu/shim/librecap.so.
 Runs in about 10-20 s on an H200.
@@ -26,17 +25,18 @@ import benchlib  # noqa: E402
 TARGET_OVERHEAD = 0.02
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv):
+    parser = argparse.ArgumentParser(prog="scripts/bench overhead", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recap-lib", help="path of librecap.so")
     parser.add_argument("--launches", type=int, default=200000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--reps", type=int, default=7)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     lib = benchlib.recap_lib(args.recap_lib)
-    workdir = benchlib.make_workdir("bench-overhead")
-    binary = benchlib.build("bench-overhead.cu", workdir)
-    benchlib.print_header("bench-overhead: cudaLaunchKernel of an empty kernel, no capture, "
+    workdir = benchlib.make_workdir("overhead")
+    binary = benchlib.build("overhead.cu", workdir)
+    benchlib.print_header("bench overhead: cudaLaunchKernel of an empty kernel, no capture, "
                           "plain vs recap", binary)
     print(f"librecap: {lib}")
     print(f"binary:   {binary}")
@@ -72,6 +72,3 @@ def main():
     print(f"absolute: {recap_median - plain_median:+.1f} ns per launch")
     return 0
 
-
-if __name__ == "__main__":
-    benchlib.main_guard(main)

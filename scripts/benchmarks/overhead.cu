@@ -1,8 +1,8 @@
 /*
- * bench-overhead.cu - measures the host cost of a kernel launch through the
+ * overhead.cu - measures the host cost of a kernel launch through the
  * CUDA runtime (cudaLaunchKernel of an empty kernel on a created stream, no
  * capture), the call recap interposes (via cuGetProcAddress) but does not act
- * on. The driver script scripts/bench-overhead runs it with and without recap
+ * on. The driver script scripts/bench overhead runs it with and without recap
  * and prints the overhead ratio.
  *
  * Launches go in batches: each batch of --batch launches is timed on the
@@ -10,8 +10,8 @@
  * launch queue never fills and the figure is the launch call itself, not GPU
  * throughput. Warm-up batches first.
  *
- * Usage: bench-overhead --info
- *        bench-overhead --launches L --batch B --warmup-batches W
+ * Usage: overhead --info
+ *        overhead --launches L --batch B --warmup-batches W
  * Prints: result launches=L batch=B median_ns=<per launch, median batch>
  *         p10_ns=.. p90_ns=..
  * Exit 0, or 1 on a CUDA error.
@@ -34,9 +34,9 @@ int main(int argc, char **argv)
     bench_arg args[] = {{"--launches", &launches}, {"--batch", &batch},
                         {"--warmup-batches", &warmup_batches}};
     bench_parse_args(argc, argv, args, sizeof args / sizeof args[0],
-                     "bench-overhead --info | --launches L --batch B --warmup-batches W");
+                     "overhead --info | --launches L --batch B --warmup-batches W");
     if (batch < 1 || launches < batch) {
-        fprintf(stderr, "bench-overhead: need launches >= batch >= 1\n");
+        fprintf(stderr, "bench overhead: need launches >= batch >= 1\n");
         return 2;
     }
 

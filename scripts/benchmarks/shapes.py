@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
-"""bench-shapes - a capture loop whose graph cycles through k shapes (a
+"""bench shapes - a capture loop whose graph cycles through k shapes (a
 dynamic batch) with mixed nodes: memset, fork/join over two streams through
 events, N kernels, a device-to-device copy and a host callback.
 
-Builds scripts/bench-shapes.cu with nvcc and runs, in this one invocation,
+Builds scripts/benchmarks/shapes.cu with nvcc and runs, in this one invocation,
 for k = 1, 3, 8 shapes and N = 20, 200 kernels, five ways:
   plain   the loop as written: capture, instantiate, launch, wait, destroy
   recap   the same binary under LD_PRELOAD=librecap.so with
@@ -22,7 +21,7 @@ hand-written map) and self/hand, recap's reuse rate from its log's end
 totals, and how many captures recap recorded itself. All
 ways of one (k, N) must compute the same buffers (checksums compared).
 
-usage: scripts/bench-shapes [--recap-lib PATH] [--shapes 1,3,8] [--kernels 20,200]
+usage: scripts/bench shapes [--recap-lib PATH] [--shapes 1,3,8] [--kernels 20,200]
                             [--reps 3]
 librecap.so: --recap-lib, else $RECAP_LIB, else build-gpu/shim/librecap.so.
 About two minutes on an H200.
@@ -42,22 +41,23 @@ def plan_for(kernels):
     return (600, 48) if kernels <= 50 else (240, 48)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv):
+    parser = argparse.ArgumentParser(prog="scripts/bench shapes", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recap-lib", help="path of librecap.so")
     parser.add_argument("--shapes", default="1,3,8", help="cycle lengths (default 1,3,8)")
     parser.add_argument("--kernels", default="20,200", help="kernels per graph (default 20,200)")
     parser.add_argument("--reps", type=int, default=3, help="runs of each way (default 3)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     shapes = [int(k) for k in args.shapes.split(",") if k]
     kernels = [int(n) for n in args.kernels.split(",") if n]
     lib = benchlib.recap_lib(args.recap_lib)
-    workdir = benchlib.make_workdir("bench-shapes")
-    binary = benchlib.build("bench-shapes.cu", workdir)
+    workdir = benchlib.make_workdir("shapes")
+    binary = benchlib.build("shapes.cu", workdir)
     small_conf = os.path.join(workdir, "small.conf")
     with open(small_conf, "w") as f:
         f.write("[defaults]\ncache_budget = 64KiB\n")
-    benchlib.print_header("bench-shapes: k-shape cycles with mixed nodes; plain, recap, recap "
+    benchlib.print_header("bench shapes: k-shape cycles with mixed nodes; plain, recap, recap "
                           "with a budget too small, hand-written map + update", binary)
     print(f"librecap: {lib}")
     sys.stdout.flush()
@@ -136,6 +136,3 @@ def main():
                   f"{sorted(checksums[case])}")
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    benchlib.main_guard(main)

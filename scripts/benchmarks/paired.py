@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
-"""bench-paired - recap's own cost on a capture loop, measured inside one
+"""bench paired - recap's own cost on a capture loop, measured inside one
 process so that the spread is smaller than the margins it is held to.
 
-Builds scripts/bench-paired.cu with nvcc. Each run is one process under one
+Builds scripts/benchmarks/paired.cu with nvcc. Each run is one process under one
 configuration of recap; in it every iteration of a loop over N kernel
 launches runs twice, alternating: through the driver functions the program
 links (recap's wrappers) and through the real driver's own (looked up in
@@ -14,7 +13,7 @@ launches into the capture, end, instantiation or update, graph launch,
 destroys): where recap's own time goes, in nanoseconds per iteration; a
 third gives each phase's own median on both ways, in microseconds.
 
-Configurations (recap way / direct way, loops as in bench-paired.cu):
+Configurations (recap way / direct way, loops as in paired.cu):
   control        no recap loaded: hand / hand. Both ways call the driver
                  directly; shows the measurement's own bias and spread.
   off            RECAP_MODE=off: hand / hand (recap loaded, doing nothing)
@@ -30,7 +29,7 @@ exits 1 otherwise), the linked functions are recap's (interposed=1), and
 recap's log counts exactly the linked way's captures - none of the direct
 way's reached it.
 
-usage: scripts/bench-paired [--recap-lib PATH] [--nodes 10,100,1000] [--reps 3]
+usage: scripts/bench paired [--recap-lib PATH] [--nodes 10,100,1000] [--reps 3]
                             [--configs control,off,...]
 librecap.so: --recap-lib, else $RECAP_LIB, else build-gpu/shim/librecap.so.
 A librecap built with `meson setup -Dphase_clock=true` also prints, per
@@ -113,13 +112,14 @@ def run_once(binary, lib, workdir, name, nodes, rep):
     return result
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv):
+    parser = argparse.ArgumentParser(prog="scripts/bench paired", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recap-lib", help="path of librecap.so")
     parser.add_argument("--nodes", default="10,100,1000")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--configs", default=",".join(CONFIGS))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         nodes_list = [int(n) for n in args.nodes.split(",")]
         configs = args.configs.split(",")
@@ -128,14 +128,14 @@ def main():
             raise ValueError(f"unknown configuration(s) {unknown}" if unknown else
                              "nodes and reps must be positive")
     except ValueError as e:
-        print(f"bench-paired: bad arguments: {e}; expected --nodes 10,100 --reps 3 "
+        print(f"bench paired: bad arguments: {e}; expected --nodes 10,100 --reps 3 "
               f"--configs from {','.join(CONFIGS)}", file=sys.stderr)
         return 2
     try:
         lib = benchlib.recap_lib(args.recap_lib)
-        workdir = benchlib.make_workdir("bench-paired")
-        binary = benchlib.build("bench-paired.cu", workdir, ["-lcuda"])
-        benchlib.print_header("bench-paired: recap's cost in one process, linked (recap) vs "
+        workdir = benchlib.make_workdir("paired")
+        binary = benchlib.build("paired.cu", workdir, ["-lcuda"])
+        benchlib.print_header("bench paired: recap's cost in one process, linked (recap) vs "
                               "direct (real driver) iterations alternating", binary)
         print(f"librecap: {lib}")
         rows = []
@@ -153,7 +153,7 @@ def main():
                     sys.stdout.flush()
                 rows.append((nodes, name, reps))
     except benchlib.BenchError as e:
-        print(f"bench-paired: {e}", file=sys.stderr)
+        print(f"bench paired: {e}", file=sys.stderr)
         return 1
 
     print()
@@ -198,6 +198,3 @@ def main():
             print("\n".join(reps[-1]["phase_lines"]))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

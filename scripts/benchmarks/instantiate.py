@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
-"""bench-instantiate - what recap saves on a loop that captures, instantiates,
+"""bench instantiate - what recap saves on a loop that captures, instantiates,
 launches and destroys a graph of N kernel nodes every iteration.
 
-Builds scripts/bench-instantiate.cu with nvcc into a temporary directory and,
+Builds scripts/benchmarks/instantiate.cu with nvcc into a temporary directory and,
 for each N, runs three ways, all in this one invocation:
   plain        the loop as a program without graph-update code writes it
   recap        the same binary under LD_PRELOAD=librecap.so with
@@ -32,9 +31,9 @@ handwritten and hand_recap/handwritten (recap's cost on a program that
 needs nothing from it; target <= 1.02), and observe/plain (what observing
 costs a plain loop's instantiation, the earlier "55 % at 100 nodes").
 
-usage: scripts/bench-instantiate [--recap-lib PATH] [--nodes 10,100,1000,5000]
+usage: scripts/bench instantiate [--recap-lib PATH] [--nodes 10,100,1000,5000]
                                  [--reps 5] [--overhead]
-A run for the targets: scripts/bench-instantiate --nodes 10,100 --reps 15 --overhead
+A run for the targets: scripts/bench instantiate --nodes 10,100 --reps 15 --overhead
 librecap.so: --recap-lib, else $RECAP_LIB, else build-gpu/shim/librecap.so.
 Runs in well under a minute on an H200.
 """
@@ -63,21 +62,22 @@ def plan_for(nodes):
     return iterations, max(3, iterations // 10)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv):
+    parser = argparse.ArgumentParser(prog="scripts/bench instantiate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recap-lib", help="path of librecap.so")
     parser.add_argument("--nodes", default="10,100,1000,5000",
                         help="comma-separated graph sizes (default 10,100,1000,5000)")
     parser.add_argument("--reps", type=int, default=5, help="runs of each way (default 5)")
     parser.add_argument("--overhead", action="store_true",
                         help="also observe, hand_recap, hand_observe and paired ratios")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     ways = WAYS + (OVERHEAD_WAYS if args.overhead else ())
     node_counts = [int(n) for n in args.nodes.split(",") if n]
     lib = benchlib.recap_lib(args.recap_lib)
-    workdir = benchlib.make_workdir("bench-instantiate")
-    binary = benchlib.build("bench-instantiate.cu", workdir)
-    benchlib.print_header("bench-instantiate: capture + instantiate + launch + destroy per "
+    workdir = benchlib.make_workdir("instantiate")
+    binary = benchlib.build("instantiate.cu", workdir)
+    benchlib.print_header("bench instantiate: capture + instantiate + launch + destroy per "
                           "iteration, plain vs recap vs hand-written update", binary)
     print(f"librecap: {lib}")
     print(f"binary:   {binary}")
@@ -191,6 +191,3 @@ def main():
                   f"measures interposition only")
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    benchlib.main_guard(main)

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""bench_python_paired.py - one process, one loop, three capture sites: the
+"""python_paired.py - one process, one loop, three capture sites: the
 capture-to-release section of a GPU-suite Python loop (tests/gpu:
 torch_loop.py, cupy_capture.py, cuda_core_graph.py, whose own functions it
 uses) runs every iteration through three functions, way_self, way_reuse and
 way_off, in rotating order. To recap each function is a capture site of its
-own; scripts/bench-python --paired gives them, in a configuration file,
+own; scripts/bench python --paired gives them, in a configuration file,
 recap's default (self-recording), executable reuse alone (self_record = off)
 and nothing (mode = off). Every way's result is checked against the
 program's own reference, and the three ways' results against each other.
@@ -17,7 +17,7 @@ launch, wait, release; cuda.core: begin, kernels, end, complete and
 launch, wait, close) each step's median in us, and the mismatches. The
 first 10 iterations are warm-up.
 
-usage: bench_python_paired.py torch|cupy|cuda_core|resnet18|decoder ITERATIONS
+usage: python_paired.py torch|cupy|cuda_core|resnet18|decoder ITERATIONS
 (resnet18 and decoder: real models, from bench_models.py)
 Exit 0, 1 on a wrong or differing result, 2 on bad usage, 77 when the
 program's package or a GPU is missing.
@@ -28,7 +28,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "gpu"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "gpu"))
 sys.path.insert(0, HERE)
 import benchlib  # noqa: E402
 import bench_models  # noqa: E402

@@ -1,6 +1,6 @@
 """bench_models.py - real models captured anew every iteration, for
 scripts/bench-python --paired (issue 27): recap's default, self_record = off
-and mode = off compared inside one process, as bench_python_paired.py
+and mode = off compared inside one process, as python_paired.py
 compares the GPU suite's loops.
 
   resnet18  torchvision's ResNet-18 (random weights, eval mode), batch 8,
@@ -11,7 +11,7 @@ compares the GPU suite's loops.
             one new token against a 32-position memory, the batch cycling
             1, 2, 4, 8 (four graph shapes at one capture site).
 
-Interface (what bench_python_paired.py uses; importing this module imports
+Interface (what python_paired.py uses; importing this module imports
 no torch):
   MODELS   {name: loop}; loop() sets the model up and returns the five
            functions every bench_python_paired loop returns:
@@ -34,7 +34,7 @@ D_MODEL, HEADS, FEED_FORWARD, MEMORY = 256, 8, 1024, 32
 
 
 def _torch():
-    import torch_setup  # tests/gpu, put on sys.path by bench_python_paired.py
+    import torch_setup  # tests/gpu, put on sys.path by python_paired.py
     return torch_setup, torch_setup.import_torch()
 
 

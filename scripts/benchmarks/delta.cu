@@ -1,5 +1,5 @@
 /*
- * bench-delta.cu - measures, on the driver API, the two ways of bringing an
+ * delta.cu - measures, on the driver API, the two ways of bringing an
  * executable graph up to date when k of its n kernel nodes changed:
  *
  *   per-node: for each changed node, cuGraphKernelNodeGetParams_v2 on the
@@ -23,7 +23,7 @@
  * all n, the value to put into recap's constant. Result lines:
  *   result nodes=N crossover_percent=P   (-1: never cheaper, 1000: always)
  *
- * Usage: bench-delta --info | [--nodes N (0: 100 and 1000)] [--reps R]
+ * Usage: delta --info | [--nodes N (0: 100 and 1000)] [--reps R]
  * Exit 0, 1 on a CUDA error or a wrong result after an update.
  */
 #include <cuda.h>
@@ -63,7 +63,7 @@ chain capture_chain(cudaStream_t stream, float *out, const std::vector<float> &v
     CUgraphNode node;
     CU_CHECK(cuGraphGetRootNodes(c.graph, &node, &count));
     if (count != 1) {
-        fprintf(stderr, "bench-delta: captured graph has %zu roots, expected a chain\n", count);
+        fprintf(stderr, "bench delta: captured graph has %zu roots, expected a chain\n", count);
         exit(1);
     }
     for (;;) {
@@ -74,14 +74,14 @@ chain capture_chain(cudaStream_t stream, float *out, const std::vector<float> &v
         if (dependents == 0)
             break;
         if (dependents != 1) {
-            fprintf(stderr, "bench-delta: node with %zu dependents, expected a chain\n", dependents);
+            fprintf(stderr, "bench delta: node with %zu dependents, expected a chain\n", dependents);
             exit(1);
         }
         CU_CHECK(cuGraphNodeGetDependentNodes(node, &next, nullptr, &dependents));
         node = next;
     }
     if (c.nodes.size() != values.size()) {
-        fprintf(stderr, "bench-delta: chain of %zu nodes, expected %zu\n", c.nodes.size(),
+        fprintf(stderr, "bench delta: chain of %zu nodes, expected %zu\n", c.nodes.size(),
                 values.size());
         exit(1);
     }
@@ -115,7 +115,7 @@ void verify(float *out, const std::vector<float> &expect, const char *what, int 
     std::vector<float> got(expect.size());
     CUDA_CHECK(cudaMemcpy(got.data(), out, sizeof(float) * got.size(), cudaMemcpyDeviceToHost));
     if (std::memcmp(got.data(), expect.data(), sizeof(float) * got.size()) != 0) {
-        fprintf(stderr, "bench-delta: n=%d k=%d: after the %s update the graph wrote wrong values\n",
+        fprintf(stderr, "bench delta: n=%d k=%d: after the %s update the graph wrote wrong values\n",
                 n, k, what);
         exit(1);
     }
@@ -242,9 +242,9 @@ int main(int argc, char **argv)
     long nodes = 0, reps = 51;
     bench_arg args[] = {{"--nodes", &nodes}, {"--reps", &reps}};
     bench_parse_args(argc, argv, args, sizeof args / sizeof args[0],
-                     "bench-delta --info | [--nodes N (0: 100 and 1000)] [--reps R]");
+                     "delta --info | [--nodes N (0: 100 and 1000)] [--reps R]");
     if (reps < 1 || nodes < 0) {
-        fprintf(stderr, "bench-delta: need reps >= 1 and nodes >= 0\n");
+        fprintf(stderr, "bench delta: need reps >= 1 and nodes >= 0\n");
         return 2;
     }
     CUDA_CHECK(cudaFree(nullptr)); /* the runtime's primary context becomes current */
