@@ -297,8 +297,8 @@ static void take_locked(struct cache_entry *e)
     e->state = CACHE_TAKEN;
 }
 
-/* The newest released entry of the site that `suits` (2: the best there
- * is, stop looking; 1: acceptable), now TAKEN. Takes cache_lock. */
+/* The newest released entry of the site that `suits` best (3: the best
+ * there is, stop looking; 0: unsuitable), now TAKEN. Takes cache_lock. */
 static struct cache_entry *entry_take(enum cache_kind k, struct site *site,
                                       int (*suits)(const struct cache_entry *, const void *),
                                       const void *want)
@@ -306,7 +306,7 @@ static struct cache_entry *entry_take(enum cache_kind k, struct site *site,
     struct cache_entry *found = NULL;
     int best = 0;
     pthread_mutex_lock(&cache_lock);
-    for (struct cache_entry *e = site->released_newest[k]; e && best < 2; e = e->site_older) {
+    for (struct cache_entry *e = site->released_newest[k]; e && best < 3; e = e->site_older) {
         int score = suits(e, want);
         if (score > best) {
             best = score;
@@ -461,7 +461,7 @@ struct graph_rec *cache_graph_held(CUgraph graph)
 
 static int graph_has_signature(const struct cache_entry *e, const void *want)
 {
-    return ((const struct graph_rec *)e)->signature == *(const uint64_t *)want ? 2 : 0;
+    return ((const struct graph_rec *)e)->signature == *(const uint64_t *)want ? 3 : 0;
 }
 
 struct graph_rec *cache_take_graph(struct site *site, uint64_t signature)
@@ -472,51 +472,70 @@ struct graph_rec *cache_take_graph(struct site *site, uint64_t signature)
 }
 
 int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t preferred,
-                          struct graph_rec **out, int max)
+                          const void *stream_key, struct graph_rec **out, int max)
 {
     int n = 0;
     pthread_mutex_lock(&cache_lock);
-    for (struct cache_entry *e = site->released_newest[CACHE_GRAPHS], *older; e && n < max;
-         e = older) {
-        older = e->site_older;
+    /* Per signature the graph this stream used last, else the newest:
+     * streams (threads) that capture alike keep to graphs of their own, so
+     * each one's executable graph is one version behind its graph and
+     * takes only the changed nodes. */
+    for (struct cache_entry *e = site->released_newest[CACHE_GRAPHS]; e; e = e->site_older) {
         struct graph_rec *g = (struct graph_rec *)e;
-        int seen = !g->recording || g->recording_epoch != epoch || !g->signature;
-        for (int i = 0; i < n && !seen; i++)
-            seen = out[i]->signature == g->signature;
-        if (seen)
+        if (!g->recording || g->recording_epoch != epoch || !g->signature)
             continue;
-        take_locked(e);
-        out[n++] = g;
-        if (g->signature == preferred && n > 1) {
-            out[n - 1] = out[0];
-            out[0] = g;
+        int i = 0;
+        while (i < n && out[i]->signature != g->signature)
+            i++;
+        if (i == n) {
+            if (n == max)
+                continue;
+            out[n++] = g;
+        } else if (g->last_stream == stream_key && out[i]->last_stream != stream_key) {
+            out[i] = g;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        take_locked(&out[i]->entry);
+        if (out[i]->signature == preferred && i > 0) {
+            struct graph_rec *first = out[0];
+            out[0] = out[i];
+            out[i] = first;
         }
     }
     pthread_mutex_unlock(&cache_lock);
     return n;
 }
 
-void cache_graph_give_back(struct graph_rec *rec, int rewritten)
+/* A TAKEN entry recap did not hand out goes back to its site's released
+ * ones, as kept before (not counted as kept again); destroyed where the
+ * site keeps nothing now. */
+static void entry_give_back(enum cache_kind k, struct cache_entry *e)
 {
     struct evictions ev = { NULL };
+    pthread_mutex_lock(&cache_lock);
+    int mapped = hmap_get(&kinds[k].by_handle, e->handle) == e;
+    int keep = mapped && !e->site->cache_closed;
+    if (keep) {
+        push_released(e, &ev);
+        e->site->cache.kept--;
+    } else if (mapped) {
+        map_del(&kinds[k], e->handle);
+    }
+    pthread_mutex_unlock(&cache_lock);
+    destroy_evicted(&ev);
+    if (!keep)
+        entry_destroy(e);
+}
+
+void cache_graph_give_back(struct graph_rec *rec, int rewritten)
+{
     if (rewritten) {
         rec->version++;
         rec->changes_known = 0;
         rec->nchanged = 0;
     }
-    pthread_mutex_lock(&cache_lock);
-    int keep = !rec->entry.site->cache_closed &&
-               hmap_get(&kinds[CACHE_GRAPHS].by_handle, rec->entry.handle) == &rec->entry;
-    if (keep) {
-        push_released(&rec->entry, &ev);
-        rec->entry.site->cache.kept--;      /* kept before, not again */
-    } else if (hmap_get(&kinds[CACHE_GRAPHS].by_handle, rec->entry.handle) == &rec->entry) {
-        map_del(&kinds[CACHE_GRAPHS], rec->entry.handle);
-    }
-    pthread_mutex_unlock(&cache_lock);
-    destroy_evicted(&ev);
-    if (!keep)
-        entry_destroy(&rec->entry);
+    entry_give_back(CACHE_GRAPHS, &rec->entry);
 }
 
 void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
@@ -663,14 +682,18 @@ struct exec_want {
     uint64_t shape, prefer_serial;
 };
 
-/* Same flags and shape; best of all, instantiated from the very graph. */
+/* Same flags and shape; better, instantiated from the very graph; best of
+ * all, and brought up to it last (only the changed nodes may then need
+ * writing, through the graph's own node handles: exec_reuse.c). */
 static int exec_suits(const struct cache_entry *e, const void *want)
 {
     const struct exec_rec *rec = (const struct exec_rec *)e;
     const struct exec_want *w = want;
     if (rec->flags != w->flags || rec->shape != w->shape)
         return 0;
-    return rec->source_serial == w->prefer_serial ? 2 : 1;
+    if (rec->source_serial != w->prefer_serial)
+        return 1;
+    return rec->synced_serial == w->prefer_serial ? 3 : 2;
 }
 
 struct exec_rec *cache_take_exec(struct site *site, unsigned long long flags, uint64_t shape,
@@ -683,6 +706,11 @@ struct exec_rec *cache_take_exec(struct site *site, unsigned long long flags, ui
 void cache_exec_hand_out(struct exec_rec *rec)
 {
     entry_hand_out(&rec->entry);
+}
+
+void cache_exec_give_back(struct exec_rec *rec)
+{
+    entry_give_back(CACHE_EXECS, &rec->entry);
 }
 
 void cache_exec_discard(struct exec_rec *rec)

@@ -108,6 +108,7 @@ struct graph_rec {
      * journal); 0 when recap journaled none. Finer than the shape: graphs
      * of one topology and other kernels differ here. */
     uint64_t signature;
+    const void *last_stream;       /* the stream key of the last capture recorded into it */
     unsigned long shape_epoch;
     int edited;
     unsigned long version;         /* successful recaptures into it so far */
@@ -164,10 +165,11 @@ struct graph_rec *cache_take_graph(struct site *site, uint64_t signature);
 
 /* Candidates for a capture recap records (shim/match.h): released graphs
  * of the site whose recording no edit outdated since `epoch`, the newest
- * of each signature (the one of signature `preferred` first), at most
- * `max`, now TAKEN by the caller. Returns how many. */
+ * of each signature - the one last recorded into on `stream_key` where
+ * there is one - (the one of signature `preferred` first), at most `max`,
+ * now TAKEN by the caller. Returns how many. */
 int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t preferred,
-                          struct graph_rec **out, int max);
+                          const void *stream_key, struct graph_rec **out, int max);
 
 /* A TAKEN graph recap did not hand out goes back to the site's released
  * graphs, as kept before (it is not counted as kept again). `rewritten`:
@@ -214,6 +216,8 @@ struct exec_rec *cache_take_exec(struct site *site, unsigned long long flags, ui
                                  uint64_t prefer_serial);
 
 void cache_exec_hand_out(struct exec_rec *rec);
+/* A TAKEN executable graph not used after all goes back to its site. */
+void cache_exec_give_back(struct exec_rec *rec);
 void cache_exec_discard(struct exec_rec *rec);
 
 /* The cuGraphExecDestroy hook. */

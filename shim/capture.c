@@ -488,8 +488,11 @@ static enum guard_rule guard_rule_for(const struct capture *cap, const struct gu
         struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, g->args));
         if (ctab_has_member(cap, s.key))
             return RULE_ALWAYS;
-        if (is_legacy(s.real))
-            return has_blocking_member(cap) ? RULE_LEGACY : RULE_NONE;
+        /* The legacy stream conflicts with a blocking stream of the
+         * capture; with none, syncing it is potentially unsafe like any
+         * other stream's (measured: READINGS.md). */
+        if (is_legacy(s.real) && has_blocking_member(cap))
+            return RULE_LEGACY;
         return unsafe ? RULE_UNSAFE : RULE_NONE;
     }
     case DRV_GUARD_STREAM_WORK: {
@@ -1056,8 +1059,10 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
     if (!cap->reuse_closed)
         record_shape(cap, signature ? signature : shape, census.typed);
     struct graph_rec *rec = cache_graph_track(graph, site, shape, census.nodes, census.typed);
-    if (rec)
+    if (rec) {
         rec->signature = signature;
+        rec->last_stream = cap->origin.key;
+    }
     if (rec && cap->learning && verified_now && journal_nodes_known(&cap->journal))
         keep_recording(cap, rec);
     return rec;

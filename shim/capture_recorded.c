@@ -118,8 +118,8 @@ int recorded_begin(struct capture *cap, CUresult *result)
         return 0;
     }
     struct graph_rec *graphs[MATCH_MAX_CANDIDATES];
-    int n = cache_take_candidates(cap->site, cache_graph_edit_epoch(), stream_guess(cap), graphs,
-                                  MATCH_MAX_CANDIDATES);
+    int n = cache_take_candidates(cap->site, cache_graph_edit_epoch(), stream_guess(cap),
+                                  cap->origin.key, graphs, MATCH_MAX_CANDIDATES);
     cap->candidates = n;
     if (n == 0) {
         capture_set_reason(cap, "no released graph recap recorded at this site");
@@ -580,6 +580,7 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
                                : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else {
         nodes = cap->target->nodes;
+        cap->target->last_stream = cap->origin.key;
         *phGraph = graph_rec_graph(cap->target);
         capture_account_recapture(cap);
         *result = CUDA_SUCCESS;

@@ -335,6 +335,16 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     int update_failed = 0, driver_refused = 0;
     double wasted_us = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
+    if (e && e->source_serial != g->serial && g->recording && g->changes_known) {
+        /* A graph recap records whose own executable graph is not kept:
+         * every update from another graph's would be a whole one (node
+         * handles are the graph's), so this graph gets one of its own,
+         * once, and the other waits for its own graph. */
+        cache_exec_give_back(e);
+        e = NULL;
+        snprintf(reason, sizeof reason, "no released executable graph instantiated from this "
+                                        "graph, which recap records");
+    }
     PHASE_MARK(PHASE_INST_TAKE_EXEC, t_held, t_taken);
     if (e) {
         double t_attempt = runtime_now_us();

@@ -370,21 +370,28 @@ run_loop_times() {
         report SKIP "${name}_time" "RECAP_SELF_RECORD=off for the whole suite: nothing to compare"
         return
     fi
-    for way in self_off self; do
-        limit=$(run_timeout) || { report FAIL "${name}_time" "not run: time budget spent"; return; }
-        timeout -k 5 "$limit" env -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG -u RECAP_VERBOSE \
-            LD_PRELOAD="$LIB" RECAP_LOG="$dir/time_$way.jsonl" \
-            RECAP_SELF_RECORD="$([ "$way" = self_off ] && echo off)" "$@" \
-            >"$dir/time_$way.out" 2>"$dir/time_$way.err"
-        rc=$?
-        [ "$rc" -eq 0 ] || problems+=("timed run ($way): $(exit_detail "$rc")")
-        same_bytes "$dir/plain.out" "$dir/time_$way.out" ||
-            problems+=("stdout of the timed run ($way) differs from the plain run")
+    # Three alternating pairs, medians compared: separate processes drift.
+    local rep times_self=() times_off=() ms
+    for rep in 1 2 3; do
+        for way in self_off self; do
+            limit=$(run_timeout) || { report FAIL "${name}_time" "not run: time budget spent"; return; }
+            timeout -k 5 "$limit" env -u RECAP_MODE -u RECAP_SITES -u RECAP_CONFIG -u RECAP_VERBOSE \
+                LD_PRELOAD="$LIB" RECAP_LOG="$dir/time_$way.jsonl" \
+                RECAP_SELF_RECORD="$([ "$way" = self_off ] && echo off)" "$@" \
+                >"$dir/time_$way.out" 2>"$dir/time_$way.err"
+            rc=$?
+            [ "$rc" -eq 0 ] || problems+=("timed run ($way): $(exit_detail "$rc")")
+            same_bytes "$dir/plain.out" "$dir/time_$way.out" ||
+                problems+=("stdout of the timed run ($way) differs from the plain run")
+            ms=$(loop_ms "$dir/time_$way.err")
+            if [ "$way" = self ]; then times_self+=("$ms"); else times_off+=("$ms"); fi
+        done
     done
     ms_plain=$(loop_ms "$dir/plain.err")
-    ms_self=$(loop_ms "$dir/time_self.err")
-    ms_off=$(loop_ms "$dir/time_self_off.err")
-    local detail="loop ms: self-recording (recap's default) ${ms_self:-?}, RECAP_SELF_RECORD=off ${ms_off:-?}, plain ${ms_plain:-?}"
+    median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+    ms_self=$(median3 "${times_self[@]}")
+    ms_off=$(median3 "${times_off[@]}")
+    local detail="loop ms, median of 3 alternating runs: self-recording (recap's default) ${ms_self:-?} (${times_self[*]}), RECAP_SELF_RECORD=off ${ms_off:-?} (${times_off[*]}), plain ${ms_plain:-?}"
     if [ -z "$ms_self" ] || [ -z "$ms_off" ]; then
         problems+=("no 'loop:' line on stderr")
     elif ! awk -v a="$ms_self" -v b="$ms_off" 'BEGIN { exit !(a < b) }'; then
