@@ -12,7 +12,7 @@
 
 /* The checked calls and the checksum, one copy for the GPU tests and the
  * benchmarks (CUDA_CHECK here; CU_CHECK too where cuda.h came first). */
-#include "../tests/gpu/gpu_test.h"
+#include "../../tests/gpu/gpu_test.h"
 
 #include <algorithm>
 #include <chrono>
