@@ -40,6 +40,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402  (its preloadable(): LD_PRELOAD splits at spaces)
+
 COUNTS = (300, 1300)
 WAYS = {"plain": ("own_plain1", None), "observe": ("own_plain1", "observe"),
         "auto": ("own_plain1", "auto"), "hand": ("own_updates1", None),
@@ -68,8 +71,12 @@ def calls_of(build, lib, name, iters, recap_mode, workdir):
     report = os.path.join(workdir, f"calls-{name}-{recap_mode}-{iters}.json")
     env = env_of(build, lib, recap_mode, workdir)
     env["STANDIN_REPORT"] = report
+    if recap_mode and os.path.exists(env["RECAP_LOG"]):
+        os.remove(env["RECAP_LOG"])
     subprocess.run([os.path.join(build, "tests", "scenario", "scenario"), name, str(iters)],
                    env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if recap_mode and not os.path.exists(env["RECAP_LOG"]):
+        raise SystemExit(f"standin-cost: recap wrote no log: LD_PRELOAD={lib} did not take")
     with open(report) as f:
         return json.load(f)["calls"]
 
@@ -128,6 +135,7 @@ def main(argv):
     lib = os.path.abspath(args[1]) if len(args) == 2 else os.path.join(build, "shim",
                                                                        "librecap.so")
     print(f"librecap: {lib}")
+    lib = benchlib.preloadable(lib)
     per = {}
     with tempfile.TemporaryDirectory(prefix="recap-cost-") as workdir:
         print_calls(build, lib, workdir)
