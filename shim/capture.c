@@ -1123,7 +1123,8 @@ static void count_capture(struct site *site, struct capture_report *rep, enum ca
     if (path == PATH_RECAPTURE && rep->result == CUDA_SUCCESS)
         change = sites_record_look_locked(site, GATE_HIT, sites_capture_net_locked(site, rep->us));
     else if (path == PATH_FALLBACK)
-        change = sites_record_look_locked(site, GATE_FAILED, -rep->wasted_us);
+        change = sites_record_look_locked(site, rep->matched_none ? GATE_MISS : GATE_FAILED,
+                                          -rep->wasted_us);
     pthread_mutex_unlock(&site->lock);
     event_capture(rep);
     cache_site_gate_changed(site, change);
@@ -1143,6 +1144,7 @@ void capture_report_end(struct capture *cap, CUresult r, long nodes)
         .candidates = cap->candidates,
         .switch_call = cap->switch_call,
         .wasted_us = cap->wasted_us,
+        .matched_none = cap->matched_none,
     };
     /* Only a recapture counts changes (the driver's callback, or recap's
      * own recording): without one they are 0. */

@@ -238,6 +238,8 @@ static CUresult matching_op(struct capture *cap, enum drv_id id, union drv_args 
     int live = match_call(cap->match, id, a, dropped, &ndropped, &needs_node, why, sizeof why);
     give_back(dropped, ndropped, 0);
     if (live == 0) {
+        /* No kept graph is of this kind: a miss, as if none were kept. */
+        cap->matched_none = 1;
         switch_at(cap, id, why);
         return capture_op(cap, id, a);
     }
@@ -269,6 +271,9 @@ CUresult recorded_op(struct capture *cap, enum drv_id id, union drv_args *a)
     struct changed_node changed;
     enum self_verdict v = self_record_call(cap->self, id, a, &changed, why, sizeof why);
     if (v == SELF_SWITCH) {
+        /* The graph it was bound to is not of this capture's kind (it
+         * was the only one kept, or the one left): a miss, not a failure. */
+        cap->matched_none = 1;
         switch_at(cap, id, why);
         return capture_op(cap, id, a);
     }
@@ -547,6 +552,7 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         int which = match_choose(cap->match, 1, stream_guess(cap));
         int refused_last = 0;
         if (which < 0) {
+            cap->matched_none = 1;
             snprintf(why, sizeof why, "the capture ended before it made every call of any of the "
                                       "%d graphs kept at this site", cap->candidates);
             switch_at(cap, DRV_cuStreamEndCapture, why);
@@ -554,8 +560,10 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
             switch_at(cap, DRV_cuStreamEndCapture, why);
         }
     }
-    if (!cap->invalidated && cap->by_recap && !self_record_complete(cap->self, why, sizeof why))
+    if (!cap->invalidated && cap->by_recap && !self_record_complete(cap->self, why, sizeof why)) {
+        cap->matched_none = 1;
         switch_at(cap, DRV_cuStreamEndCapture, why);
+    }
     if (!cap->invalidated && !cap->by_recap)
         return 0;
 

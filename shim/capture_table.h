@@ -80,6 +80,7 @@ struct capture {
     int matching;                    /* recorded, still choosing among candidates */
     int candidates;                  /* kept graphs it was compared with at its begin */
     const char *switch_call;         /* the call at which it became a driver capture */
+    int matched_none;                /* it switched because no kept graph matched: a miss */
     double wasted_us;                /* what switching cost: the replay */
     size_t nheld;
     double t0;

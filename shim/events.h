@@ -42,6 +42,7 @@ struct capture_report {
     int candidates;            /* kept graphs it was matched against (or recaptured into) */
     const char *switch_call;   /* the call at which it switched to a driver capture */
     double wasted_us;          /* what its switch cost (the replay), not logged */
+    int matched_none;          /* it switched for want of a kept graph of its kind: a miss */
     int write;                 /* to the log (verbose lines always) */
 };
 

@@ -780,9 +780,12 @@ enum self_verdict self_record_match(struct self_record *s, enum drv_id id,
     enum self_verdict v = compare_call(s, id, a, &m, why, len);
     if (v == SELF_SWITCH)
         return v;
-    /* What mark_stale would not defer: a new memset or copy address. */
-    *needs_node = v == SELF_CHANGED && m.op->creates != CU_GRAPH_NODE_TYPE_KERNEL &&
-                  m.op->creates != CU_GRAPH_NODE_TYPE_HOST;
+    /* What mark_stale would not defer: a new memset or copy address (the
+     * driver checks an address at the call). A memset's new value cannot
+     * be refused, so a site whose graphs differ in it keeps choosing. */
+    *needs_node = v == SELF_CHANGED &&
+                  ((m.cur.cls == CALL_MEMSET && m.cur.dst != m.rec.dst) ||
+                   (m.cur.cls == CALL_COPY && (m.cur.to != m.rec.to || m.cur.from != m.rec.from)));
     advance(s, &m);
     return v;
 }
