@@ -50,7 +50,11 @@ int match_call(struct match_set *m, enum drv_id id, const union drv_args *a,
         if (!c->live)
             continue;
         int node = 0;
-        enum self_verdict v = self_record_match(&c->state, id, a, &node, why, len);
+        /* Only the last live candidate's reason can be the capture's:
+         * the others' would be formatted for nothing (a tenth of what
+         * matching cost with eight candidates). */
+        enum self_verdict v = self_record_match(&c->state, id, a, &node, why,
+                                                m->live == 1 ? len : 0);
         if (v == SELF_SWITCH) {
             drop(m, i, dropped, ndropped);
             continue;

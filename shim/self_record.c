@@ -620,7 +620,8 @@ CUresult self_record_apply_to_exec(CUgraphExec exec, struct journal_op *op, cons
 
 static enum self_verdict refuse(char *why, size_t len, const char *fmt, const char *what)
 {
-    snprintf(why, len, fmt, what);
+    if (len)                        /* 0: a candidate among others, whose reason nobody reads */
+        snprintf(why, len, fmt, what);
     return SELF_SWITCH;
 }
 
