@@ -53,6 +53,17 @@ static void give_back(struct graph_rec **graphs, int n, int rewritten)
         cache_graph_give_back(graphs[i], rewritten);
 }
 
+/* The capture stops choosing without binding: every candidate goes back
+ * to the site untouched (nothing was written into one). */
+static void stop_matching(struct capture *cap)
+{
+    struct graph_rec *all[MATCH_MAX_CANDIDATES];
+    int nall;
+    match_finish(cap->match, -1, all, &nall);
+    give_back(all, nall, 0);
+    cap->matching = 0;
+}
+
 /* What this stream captured before: the tie-break among candidates. */
 static uint64_t stream_guess(struct capture *cap)
 {
@@ -149,11 +160,7 @@ int recorded_begin(struct capture *cap, CUresult *result)
     cap->app_capture_id = __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
     if (!ctab_register(cap)) {
         if (cap->matching) {
-            struct graph_rec *all[MATCH_MAX_CANDIDATES];
-            int nall;
-            match_finish(cap->match, -1, all, &nall);
-            give_back(all, nall, 0);
-            cap->matching = 0;
+            stop_matching(cap);
         } else {
             self_record_stop(cap->self);
             cache_graph_give_back(cap->target, 0);
@@ -427,11 +434,7 @@ int recorded_switch(struct capture *cap)
 {
     if (cap->matching) {
         /* The journal holds every call; the candidates go back untouched. */
-        struct graph_rec *all[MATCH_MAX_CANDIDATES];
-        int nall;
-        match_finish(cap->match, -1, all, &nall);
-        give_back(all, nall, 0);
-        cap->matching = 0;
+        stop_matching(cap);
     } else if (cap->target) {
         if (cap->graph_lent && resume_in_graph(cap) == 0)
             return 1;
@@ -572,13 +575,8 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         self_record_rename_rest(cap->self);   /* this capture's streams throughout */
     self_record_stop(cap->self);
     if (cap->invalidated) {
-        if (cap->matching) {
-            struct graph_rec *all[MATCH_MAX_CANDIDATES];
-            int nall;
-            match_finish(cap->match, -1, all, &nall);
-            give_back(all, nall, 0);
-            cap->matching = 0;
-        }
+        if (cap->matching)
+            stop_matching(cap);
         if (cap->target)
             cache_graph_discard(cap->target);
         cap->target = NULL;
