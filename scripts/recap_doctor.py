@@ -211,7 +211,7 @@ def read_config_defaults(path):
 
 
 def rank_of(env):
-    for var in ('RANK', 'OMPI_COMM_WORLD_RANK', 'PMI_RANK', 'SLURM_PROCID'):
+    for var in ('RANK', 'OMPI_COMM_WORLD_RANK', 'PMI_RANK', 'PMIX_RANK', 'SLURM_PROCID'):
         if env.get(var, '').isdigit():
             return env[var]
     return None

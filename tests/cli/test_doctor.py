@@ -137,6 +137,13 @@ class Machine(unittest.TestCase):
         self.assertIn(f'-> {self.dir}/run-<pid>-%.jsonl', out)
         self.assertIn('effective mode update, sites none, stack_depth 12', out)
 
+    def test_log_rank_from_each_launcher(self):
+        # The variables the shim reads for %r, each alone (PMIx's too).
+        for var in ('RANK', 'OMPI_COMM_WORLD_RANK', 'PMI_RANK', 'PMIX_RANK', 'SLURM_PROCID'):
+            rc, out = doctor(env={var: '5', 'RECAP_LOG': os.path.join(self.dir, 'run-%r.jsonl')})
+            self.assertEqual(rc, 0, out)
+            self.assertIn(f'-> {self.dir}/run-5.jsonl', out, var)
+
     def test_environment_beats_file(self):
         conf = os.path.join(self.dir, 'recap.conf')
         with open(conf, 'w') as f:
