@@ -260,7 +260,7 @@ def plan(drv, mode, settings):
     this driver, in one line: the effective mode (from the probe's start
     event) and self_record (settings: {key: (value, source)})."""
     record, record_from = settings.get('self_record', ('on', 'built-in default'))
-    record_on = record.strip().lower() not in ('off', '0', 'no', 'false')
+    record_on = record.strip() not in ('off', '0')      # the shim's own words: on, off, 1, 0
     sections = settings.get('site sections')
     tail = ' ([site] sections of the configuration may set other modes)' if sections else ''
     if mode == 'off':
