@@ -220,14 +220,14 @@ static int bind_to(struct capture *cap, int which, int *refused_last, char *why,
     return 0;
 }
 
-/* Binds where an answer needs one graph: the candidate that changed the
- * fewest values, then this stream's usual one. Returns 0, or -1 when the
- * capture switched instead. */
+/* Binds where an answer needs one graph: to the leader, the candidate
+ * every call so far matched. Returns 0, or -1 when the capture switched
+ * instead. */
 static int bind_now(struct capture *cap, enum drv_id id)
 {
     char why[200];
     int refused_last = 0;
-    int which = match_choose(cap->match, 0, stream_guess(cap));
+    int which = match_leader(cap->match);
     if (bind_to(cap, which, &refused_last, why, sizeof why) == 0)
         return 0;
     switch_at(cap, id, why);
@@ -242,7 +242,8 @@ static CUresult matching_op(struct capture *cap, enum drv_id id, union drv_args 
     char why[200];
     struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
     int ndropped, needs_node;
-    int live = match_call(cap->match, id, a, dropped, &ndropped, &needs_node, why, sizeof why);
+    int live = match_call(cap->match, &cap->journal, id, a, dropped, &ndropped, &needs_node, why,
+                          sizeof why);
     give_back(dropped, ndropped, 0);
     if (live == 0) {
         /* No kept graph is of this kind: a miss, as if none were kept. */
@@ -255,8 +256,7 @@ static CUresult matching_op(struct capture *cap, enum drv_id id, union drv_args 
     if (live > 1 && !needs_node)
         return CUDA_SUCCESS;
     int refused_last = 0;
-    int which = match_choose(cap->match, 0, stream_guess(cap));
-    if (bind_to(cap, which, &refused_last, why, sizeof why) == 0)
+    if (bind_to(cap, match_leader(cap->match), &refused_last, why, sizeof why) == 0)
         return CUDA_SUCCESS;
     switch_at(cap, id, why);
     if (refused_last)
@@ -552,7 +552,10 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
     }
     char why[200];
     if (!cap->invalidated && cap->by_recap && cap->matching) {
-        int which = match_choose(cap->match, 1, stream_guess(cap));
+        struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
+        int ndropped;
+        int which = match_choose_whole(cap->match, &cap->journal, dropped, &ndropped);
+        give_back(dropped, ndropped, 0);
         int refused_last = 0;
         if (which < 0) {
             cap->matched_none = 1;

@@ -4,12 +4,15 @@
  *
  * Owns: the candidates of one capture - kept graphs of its site with a
  * recording, one of each signature, which the capture took from the cache
- * at its begin - and narrowing them call by call: each call is compared
- * with every live candidate's recording (self_record_match), a candidate
- * that differs is dropped, and the caller binds to one once a single
- * candidate is left, or at the end to the one matched whole, or earlier
- * where an answer needs one graph. The common case (one candidate) binds
- * at once and costs nothing here.
+ * at its begin, the stream's usual one first - and narrowing them call by
+ * call. Candidates are compared lazily: only the first live one (the
+ * leader) follows each call; when it differs, the next is compared with
+ * the calls so far (the capture's journal) and leads if it matched them
+ * all. So a capture that repeats the stream's usual graph costs one
+ * comparison a call however many graphs the site keeps, and a wrong guess
+ * costs what comparing every candidate would have. The caller binds to
+ * the leader where an answer needs one graph, or at the end to the first
+ * candidate matched whole.
  *
  * Must never: write into a candidate's graph or recording (binding, the
  * first write, is the caller's), call the cache (the caller takes and
@@ -22,46 +25,53 @@
 #include <stdint.h>
 
 #include "shim/cache.h"
+#include "shim/journal.h"
 #include "shim/self_record.h"
 
-/* Candidates one capture compares at most: one per signature, newest
- * first (cache_take_candidates). */
+/* Candidates one capture compares at most: one per signature
+ * (cache_take_candidates). */
 #define MATCH_MAX_CANDIDATES 8
 
 struct match_candidate {
-    struct graph_rec *graph;        /* TAKEN by the capture */
-    struct self_record state;       /* the comparison with its recording */
-    unsigned long changed;          /* calls so far whose values differ */
-    int live;
+    struct graph_rec *graph;        /* TAKEN by the capture; NULL once dropped */
+    struct self_record state;       /* the comparison with its recording; state.next
+                                     * calls compared so far */
 };
 
 struct match_set {
     struct match_candidate cand[MATCH_MAX_CANDIDATES];
     int n;                          /* candidates taken */
-    int live;                       /* of them still matching */
-    int started_with;               /* n at the start, for the log */
+    int live;                       /* of them not dropped */
+    int leader;                     /* the live one compared with every call so far */
+    size_t calls;                   /* calls matched so far: the journal's */
 };
 
 /* Starts comparing a capture begun on the stream with key `origin_key`
  * against `graphs` (n of them, at most MATCH_MAX_CANDIDATES, each with a
- * recording). */
+ * recording; the first leads). */
 void match_start(struct match_set *m, struct graph_rec *const *graphs, int n,
                  const void *origin_key);
 
-/* One call made into the capture, compared with every live candidate.
- * Those it does not match are dropped and their graphs appended to
+/* One call made into the capture. `past` holds the calls matched before
+ * it (the capture's journal), to compare a candidate that takes the lead.
+ * Candidates that differ are dropped and their graphs appended to
  * dropped[] (*ndropped of them; room for MATCH_MAX_CANDIDATES) for the
  * caller to give back; `why` says why the last one went. *needs_node is
- * set when a live candidate would take a new memset or copy address,
- * which the driver checks only in a node. Returns the live count. */
-int match_call(struct match_set *m, enum drv_id id, const union drv_args *a,
-               struct graph_rec **dropped, int *ndropped, int *needs_node, char *why, size_t len);
+ * set when the leader would take a new memset or copy address, which the
+ * driver checks only in a node. Returns the live count (0: none matches).
+ * The caller appends the call to `past` when the count is not 0. */
+int match_call(struct match_set *m, const struct journal *past, enum drv_id id,
+               const union drv_args *a, struct graph_rec **dropped, int *ndropped,
+               int *needs_node, char *why, size_t len);
 
-/* The live candidate to bind to, or -1: with `whole`, only one whose
- * recording the calls made so far complete; then the fewest changed
- * values, then `preferred` (a signature: the stream's own guess), then
- * the one listed first (newest). */
-int match_choose(const struct match_set *m, int whole, uint64_t preferred);
+/* The candidate to bind to now: the leader (-1 if none). */
+int match_leader(const struct match_set *m);
+
+/* The first live candidate whose recording the calls so far (`past`)
+ * complete, or -1; candidates compared on the way that differ are
+ * dropped into dropped[] (*ndropped). */
+int match_choose_whole(struct match_set *m, const struct journal *past,
+                       struct graph_rec **dropped, int *ndropped);
 
 /* Stops comparing; every candidate but `keep` (-1: none) goes into
  * dropped[] (*ndropped). The kept candidate's graph is returned. */
