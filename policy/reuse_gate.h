@@ -10,14 +10,15 @@
  * against doing without recap, as the site measured its own driver
  * captures and instantiations. Looks are judged in windows of GATE_WINDOW:
  * a window with more misses than hits and failures (the site does not
- * repeat) closes the gate, and so does one whose failures cost more time
- * than its hits saved - at its end, or as soon as GATE_FAILURES_EAGER
- * failures came with no hit at all. One odd capture among many hits never
- * closes it.
+ * repeat) closes the gate, and so does one whose failures (more than
+ * GATE_ODD_FAILURES of them) cost more time than its hits saved - at its
+ * end, or as soon as GATE_FAILURES_EAGER failures came with no hit at
+ * all. One odd capture among many hits never closes it.
  * A closed site neither keeps nor looks - its captures and instantiations
  * cost what observe mode's do - until `backoff` more captures have begun;
  * then it tries again, judged on a first window of GATE_PROBE_WINDOW
- * looks. The back-off starts at GATE_BACKOFF_FIRST captures
+ * looks if it closed for its misses (a full one if for its cost: it did
+ * repeat, and must refill what it kept). The back-off starts at GATE_BACKOFF_FIRST captures
  * and doubles each time a site closes again without a good window in
  * between (at most GATE_BACKOFF_MAX); a good window resets it. A site one
  * of whose kept objects alone is larger than the whole cache budget closes
@@ -38,6 +39,8 @@
  * site that still does not pay costs little each time it tries again. */
 #define GATE_PROBE_WINDOW 8
 #define GATE_FAILURES_EAGER 3
+/* Failures a window may hold and still not close for their cost. */
+#define GATE_ODD_FAILURES 1
 #define GATE_BACKOFF_FIRST 64ul
 #define GATE_BACKOFF_MAX 65536ul
 
@@ -55,7 +58,8 @@ struct reuse_gate {
     unsigned hits, misses, failures;   /* in the current window */
     double net_us;                  /* saved minus cost, in the current window */
     int closed;
-    int probing;                    /* the first window after reopening */
+    int probing;                    /* the first window after reopening, shortened */
+    enum gate_change closed_why;    /* the last closing */
     unsigned long reopen_at;        /* while closed: the capture count that reopens it */
     unsigned long backoff;          /* captures the next closing lasts; 0: GATE_BACKOFF_FIRST */
     unsigned long closings;         /* how often it closed */

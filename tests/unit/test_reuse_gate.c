@@ -118,6 +118,35 @@ Test(gate, one_odd_capture_among_hits_never_closes_it)
     cr_expect_eq(gate.closings, 0);
 }
 
+Test(gate, one_costly_failure_among_hits_that_save_little_never_closes_it)
+{
+    /* Recaptures that save nearly nothing each (a driver whose recapture
+     * costs what a capture does), and one replay timed on a busy machine
+     * per window: an odd capture, not a reason to stop. */
+    for (int i = 0; i < 8 * GATE_WINDOW; i++)
+        cr_assert_eq(look_net(i % GATE_WINDOW == 30 ? GATE_FAILED : GATE_HIT,
+                              i % GATE_WINDOW == 30 ? -2400 : 1),
+                     GATE_SAME, "look %d", i);
+    cr_expect_eq(gate.closings, 0);
+}
+
+Test(gate, a_site_closed_for_its_cost_gets_a_full_window_to_refill)
+{
+    enum gate_change c = GATE_SAME;
+    for (int i = 0; i < GATE_WINDOW && c == GATE_SAME; i++)
+        c = look_net(i % 16 == 15 ? GATE_FAILED : GATE_HIT, i % 16 == 15 ? -2000 : 100);
+    cr_assert_eq(c, GATE_CLOSED_COST);
+    while (look(GATE_MISS) != GATE_REOPENED)
+        ;
+    /* A cycle of 8 shapes at 13.3: 16 misses (graph and executable graph
+     * of each shape) before the first hit; then it pays. */
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq(look(GATE_MISS), GATE_SAME, "miss %d of the refill", i);
+    for (int i = 0; i < 2 * GATE_WINDOW; i++)
+        cr_assert_eq(look(GATE_HIT), GATE_SAME, "hit %d", i);
+    cr_expect_eq(gate.closings, 1);
+}
+
 Test(gate, a_window_whose_failures_cost_more_closes_at_its_end)
 {
     /* Failures among hits (never GATE_FAILURES_EAGER with no hit), but
