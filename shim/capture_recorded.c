@@ -64,6 +64,17 @@ static void stop_matching(struct capture *cap)
     cap->matching = 0;
 }
 
+/* The capture keeps the graph it is bound to: the others it held in
+ * reserve go back untouched (an answer named the bound graph's nodes, or
+ * it ended). */
+static void drop_reserve(struct capture *cap)
+{
+    if (!cap->reserve)
+        return;
+    stop_matching(cap);
+    cap->reserve = 0;
+}
+
 /* What this stream captured before: the tie-break among candidates. */
 static uint64_t stream_guess(struct capture *cap)
 {
@@ -146,26 +157,25 @@ int recorded_begin(struct capture *cap, CUresult *result)
         capture_set_reason(cap, "recap ran out of memory");
         return 0;
     }
-    if (n == 1) {
-        /* The common case: the one graph kept is bound to at once. */
-        cap->target = graphs[0];
-        self_record_start(cap->self, graphs[0]->recording, cap->origin.key);
-    } else {
-        match_start(cap->match, graphs, n, cap->origin.key);
-        cap->matching = 1;
+    /* The stream's usual graph (listed first) is bound to at once, as if
+     * it were the only one kept: its calls cost what a site of one graph
+     * costs. The others wait, to be compared only if it differs
+     * (recorded_rematch). */
+    cap->target = graphs[0];
+    self_record_start(cap->self, graphs[0]->recording, cap->origin.key);
+    if (n > 1) {
+        match_start(cap->match, graphs + 1, n - 1, cap->origin.key);
+        cap->reserve = 1;
     }
     cap->path = PATH_RECAPTURE;
     cap->by_recap = cap->began_by_recap = 1;
     cap->reason[0] = '\0';
     cap->app_capture_id = __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
     if (!ctab_register(cap)) {
-        if (cap->matching) {
-            stop_matching(cap);
-        } else {
-            self_record_stop(cap->self);
-            cache_graph_give_back(cap->target, 0);
-            cap->target = NULL;
-        }
+        drop_reserve(cap);
+        self_record_stop(cap->self);
+        cache_graph_give_back(cap->target, 0);
+        cap->target = NULL;
         cap->by_recap = cap->began_by_recap = 0;
         cap->path = PATH_FRESH;
         cap->learning = 0;
@@ -198,7 +208,7 @@ static int bind_to(struct capture *cap, int which, int *refused_last, char *why,
         struct changed_node changed;
         enum self_verdict v = self_record_call(cap->self, j->ops[i].id, &j->ops[i].args, &changed,
                                                why, len);
-        if (v == SELF_SWITCH) {
+        if (v == SELF_SWITCH || v == SELF_REFUSED) {
             /* Only a memset or copy write can fail, and such a change
              * makes the capture bind at its very call: the last. The
              * journal stays the calls to replay; the graph goes back. */
@@ -218,6 +228,47 @@ static int bind_to(struct capture *cap, int which, int *refused_last, char *why,
     journal_free(j);
     journal_init(j);
     return 0;
+}
+
+/* The calls of a bound capture so far, as its graph's recording now holds
+ * them, become its journal; the recording, renamed to this capture's
+ * streams and events throughout, is no longer compared. Returns how many. */
+static size_t journal_from_recording(struct capture *cap)
+{
+    struct journal *rec = cap->target->recording;
+    size_t made = cap->self->next;
+    self_record_rename_rest(cap->self);
+    self_record_stop(cap->self);
+    journal_free(&cap->journal);
+    journal_init(&cap->journal);
+    for (size_t i = 0; i < made; i++)
+        journal_append(&cap->journal, rec->ops[i].id, &rec->ops[i].args);
+    return made;
+}
+
+/* The graph bound at the begin (the stream's usual one) differs from this
+ * capture, at a call or at its end: its calls so far become the journal,
+ * it goes back to the site (written into: its version moves on), and the
+ * candidates held in reserve are compared with the journal. Returns the
+ * live count: 0 when none matches, and the capture must switch. */
+static int rematch(struct capture *cap, char *why, size_t len)
+{
+    size_t made = journal_from_recording(cap);
+    cache_graph_give_back(cap->target, made > 0);
+    cap->target = NULL;
+    /* The changes noted named that graph's nodes; binding notes them anew. */
+    cap->nchanged = 0;
+    cap->eligible = 0;
+    cap->changes_lost = 0;
+    cap->reserve = 0;
+    cap->matching = 1;
+    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
+    int ndropped;
+    int live = match_resume(cap->match, &cap->journal, dropped, &ndropped, why, len);
+    give_back(dropped, ndropped, 0);
+    if (live == 0)
+        stop_matching(cap);
+    return live;
 }
 
 /* Binds where an answer needs one graph: to the leader, the candidate
@@ -277,9 +328,15 @@ CUresult recorded_op(struct capture *cap, enum drv_id id, union drv_args *a)
     char why[200];
     struct changed_node changed;
     enum self_verdict v = self_record_call(cap->self, id, a, &changed, why, sizeof why);
+    if (v == SELF_REFUSED) {
+        /* The driver's answer to this call is wanted: a failure. */
+        switch_at(cap, id, why);
+        return capture_op(cap, id, a);
+    }
     if (v == SELF_SWITCH) {
-        /* The graph it was bound to is not of this capture's kind (it
-         * was the only one kept, or the one left): a miss, not a failure. */
+        if (cap->reserve && !cap->graph_lent && rematch(cap, why, sizeof why) > 0)
+            return matching_op(cap, id, a);
+        /* No kept graph is of this capture's kind: a miss, not a failure. */
         cap->matched_none = 1;
         switch_at(cap, id, why);
         return capture_op(cap, id, a);
@@ -432,6 +489,7 @@ static int resume_in_graph(struct capture *cap)
 
 int recorded_switch(struct capture *cap)
 {
+    drop_reserve(cap);
     if (cap->matching) {
         /* The journal holds every call; the candidates go back untouched. */
         stop_matching(cap);
@@ -442,14 +500,7 @@ int recorded_switch(struct capture *cap)
          * journal to replay; the graph goes back to the site (it holds
          * them too: an executable graph of an older version of it must
          * then be updated as a whole), or to the program that was lent it. */
-        struct journal *rec = cap->target->recording;
-        size_t made = cap->self->next;
-        self_record_rename_rest(cap->self);
-        self_record_stop(cap->self);
-        journal_free(&cap->journal);
-        journal_init(&cap->journal);
-        for (size_t i = 0; i < made; i++)
-            journal_append(&cap->journal, rec->ops[i].id, &rec->ops[i].args);
+        size_t made = journal_from_recording(cap);
         if (cap->graph_lent) {
             lend_target(cap);
         } else {
@@ -489,7 +540,10 @@ CUresult recorded_query(struct capture *cap, enum drv_id id, union drv_args *a)
         capture_invalidate(cap, "another thread asked for the capture's dependencies or graph "
                                 "while its switch to a driver capture waited for the capturing "
                                 "thread");
-    /* Nodes and the graph are one graph's: the capture chooses it now. */
+    /* Nodes and the graph are one graph's: the capture chooses it now
+     * (bound already: it keeps that one). */
+    if (!cap->invalidated && cap->reserve && (q.deps || q.ndeps || q.graph))
+        drop_reserve(cap);
     if (!cap->invalidated && cap->matching && (q.deps || q.ndeps || q.graph) &&
         bind_now(cap, id) != 0)
         return cap->no_driver_capture ? recorded_query(cap, id, a) : capture_op(cap, id, a);
@@ -551,6 +605,16 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         cap->invalidated = 1;
     }
     char why[200];
+    if (!cap->invalidated && cap->by_recap && cap->reserve) {
+        /* Bound to the stream's usual graph, which the capture did not
+         * make whole: another kept graph may be. */
+        if (cap->graph_lent || self_record_complete(cap->self, why, sizeof why)) {
+            drop_reserve(cap);
+        } else if (rematch(cap, why, sizeof why) == 0) {
+            cap->matched_none = 1;
+            switch_at(cap, DRV_cuStreamEndCapture, why);
+        }
+    }
     if (!cap->invalidated && cap->by_recap && cap->matching) {
         struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
         int ndropped;
@@ -578,6 +642,7 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         self_record_rename_rest(cap->self);   /* this capture's streams throughout */
     self_record_stop(cap->self);
     if (cap->invalidated) {
+        drop_reserve(cap);
         if (cap->matching)
             stop_matching(cap);
         if (cap->target)

@@ -108,6 +108,16 @@ int match_call(struct match_set *m, const struct journal *past, enum drv_id id,
     return 0;
 }
 
+int match_resume(struct match_set *m, const struct journal *past, struct graph_rec **dropped,
+                 int *ndropped, char *why, size_t len)
+{
+    *ndropped = 0;
+    m->calls = past->nops;
+    m->leader = -1;
+    next_leader(m, past, dropped, ndropped, why, len);
+    return m->live;
+}
+
 int match_leader(const struct match_set *m)
 {
     return m->leader;

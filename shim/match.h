@@ -12,7 +12,9 @@
  * comparison a call however many graphs the site keeps, and a wrong guess
  * costs what comparing every candidate would have. The caller binds to
  * the leader where an answer needs one graph, or at the end to the first
- * candidate matched whole.
+ * candidate matched whole. (capture_recorded.c binds to the stream's usual
+ * graph at the begin and keeps the others here in reserve, resumed only if
+ * that graph differs.)
  *
  * Must never: write into a candidate's graph or recording (binding, the
  * first write, is the caller's), call the cache (the caller takes and
@@ -63,6 +65,14 @@ void match_start(struct match_set *m, struct graph_rec *const *graphs, int n,
 int match_call(struct match_set *m, const struct journal *past, enum drv_id id,
                const union drv_args *a, struct graph_rec **dropped, int *ndropped,
                int *needs_node, char *why, size_t len);
+
+/* Starts comparing again after `past` (the calls so far, none of them
+ * compared yet): the first candidate that matches them all leads; those
+ * that do not are dropped into dropped[] (*ndropped). Returns the live
+ * count. For a capture bound to a candidate outside the set that then
+ * differed. */
+int match_resume(struct match_set *m, const struct journal *past, struct graph_rec **dropped,
+                 int *ndropped, char *why, size_t len);
 
 /* The candidate to bind to now: the leader (-1 if none). */
 int match_leader(const struct match_set *m);

@@ -761,7 +761,7 @@ enum self_verdict self_record_call(struct self_record *s, enum drv_id id,
             if (r != CUDA_SUCCESS) {
                 snprintf(why, len, "%s failed (%s) for %s", call, drv_result_name(r),
                          drv_table[id].symbol);
-                return SELF_SWITCH;
+                return SELF_REFUSED;
             }
         }
         changed->node = op->node;

@@ -61,7 +61,9 @@ extern const CUgraphEdgeData self_record_default_edges[SELF_RECORD_MAX_DEPS];
 enum self_verdict {
     SELF_SAME,          /* nothing to change */
     SELF_CHANGED,       /* a node took new parameters: *changed says which */
-    SELF_SWITCH         /* recap cannot record this call: why says so */
+    SELF_SWITCH,        /* recap cannot record this call: why says so */
+    SELF_REFUSED        /* the driver refused writing the call into the graph
+                         * (self_record_call only): why says so */
 };
 
 /* Starts comparing against `rec`, whose capture began on the stream

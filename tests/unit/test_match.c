@@ -223,3 +223,45 @@ Test(match, a_journal_that_lost_a_call_cannot_catch_a_candidate_up)
                  "graph 1 matches R, but only a comparison of the past could show it");
     cr_expect_eq(nd, 2);
 }
+
+Test(match, resuming_after_the_calls_of_a_graph_bound_elsewhere)
+{
+    /* The capture was bound to the stream's usual graph, which differed
+     * at its fourth call: the reserve is compared with the three calls
+     * made, then follows from there. */
+    const enum drv_id a[] = { K, W, W }, b[] = { K, R, W, K, K }, c[] = { K, R, W, R };
+    record(0, a, 3);
+    record(1, b, 5);
+    record(2, c, 4);
+    start(3);
+    past_ops[0].id = K, past_ops[1].id = R, past_ops[2].id = W;
+    past.nops = 3;
+    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
+    int nd;
+    char why[200] = "";
+    cr_assert_eq(match_resume(&set, &past, dropped, &nd, why, sizeof why), 2);
+    cr_expect_eq(nd, 1);
+    cr_expect_eq(dropped[0], &graphs[0].rec);
+    cr_expect_eq(match_leader(&set), 1);
+    cr_expect_eq(compares, 2 + 3, "graph 0 differs at its second call, graph 1 matches three");
+    cr_assert_eq(call(R, dropped, &nd, why), 1, "graph 1 differs, graph 2 takes the lead");
+    cr_expect_eq(match_leader(&set), 2);
+    cr_expect_eq(match_choose_whole(&set, &past, dropped, &nd), 2);
+}
+
+Test(match, resuming_with_none_that_matches)
+{
+    const enum drv_id a[] = { K, W }, b[] = { R };
+    record(0, a, 2);
+    record(1, b, 1);
+    start(2);
+    past_ops[0].id = K, past_ops[1].id = R;
+    past.nops = 2;
+    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
+    int nd;
+    char why[200] = "";
+    cr_expect_eq(match_resume(&set, &past, dropped, &nd, why, sizeof why), 0);
+    cr_expect_eq(nd, 2);
+    cr_expect_eq(match_leader(&set), -1);
+    cr_expect_neq(why[0], '\0', "the last candidate says why");
+}
