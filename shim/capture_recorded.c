@@ -75,6 +75,39 @@ static void drop_reserve(struct capture *cap)
     cap->reserve = 0;
 }
 
+/* A site whose stream guesses of late missed (GUESS_DISTRUSTED and more)
+ * compares candidates lazily from the begin instead of binding to the
+ * guess: a wrong binding costs the graph's whole update later. A miss
+ * counts 2 and a hit takes 1 off, so a guess right two times in three
+ * keeps binding. */
+#define GUESS_DISTRUSTED 2
+#define GUESS_MISSES_MAX 4
+
+static int site_trusts_guess(struct site *site)
+{
+    pthread_mutex_lock(&site->lock);
+    int trusted = site->guess_misses < GUESS_DISTRUSTED;
+    pthread_mutex_unlock(&site->lock);
+    return trusted;
+}
+
+/* Whether the first candidate (the stream's guess) was the graph repeated,
+ * told once per capture. */
+static void tell_guess(struct capture *cap, int right)
+{
+    if (!cap->guess_open)
+        return;
+    cap->guess_open = 0;
+    struct site *site = cap->site;
+    pthread_mutex_lock(&site->lock);
+    if (right)
+        site->guess_misses -= site->guess_misses > 0;
+    else
+        site->guess_misses = site->guess_misses + 2 > GUESS_MISSES_MAX ? GUESS_MISSES_MAX
+                                                                          : site->guess_misses + 2;
+    pthread_mutex_unlock(&site->lock);
+}
+
 /* What this stream captured before: the tie-break among candidates. */
 static uint64_t stream_guess(struct capture *cap)
 {
@@ -160,22 +193,34 @@ int recorded_begin(struct capture *cap, CUresult *result)
     /* The stream's usual graph (listed first) is bound to at once, as if
      * it were the only one kept: its calls cost what a site of one graph
      * costs. The others wait, to be compared only if it differs
-     * (recorded_rematch). */
-    cap->target = graphs[0];
-    self_record_start(cap->self, graphs[0]->recording, cap->origin.key);
-    if (n > 1) {
-        match_start(cap->match, graphs + 1, n - 1, cap->origin.key);
-        cap->reserve = 1;
+     * (rematch). Where the guess has missed of late, all are compared
+     * from the begin, the guess leading. */
+    cap->guess_open = n > 1;
+    if (n > 1 && !site_trusts_guess(cap->site)) {
+        match_start(cap->match, graphs, n, cap->origin.key);
+        cap->matching = 1;
+    } else {
+        cap->target = graphs[0];
+        self_record_start(cap->self, graphs[0]->recording, cap->origin.key);
+        if (n > 1) {
+            match_start(cap->match, graphs + 1, n - 1, cap->origin.key);
+            cap->reserve = 1;
+        }
     }
     cap->path = PATH_RECAPTURE;
     cap->by_recap = cap->began_by_recap = 1;
     cap->reason[0] = '\0';
     cap->app_capture_id = __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
     if (!ctab_register(cap)) {
-        drop_reserve(cap);
-        self_record_stop(cap->self);
-        cache_graph_give_back(cap->target, 0);
-        cap->target = NULL;
+        cap->guess_open = 0;
+        if (cap->matching) {
+            stop_matching(cap);
+        } else {
+            drop_reserve(cap);
+            self_record_stop(cap->self);
+            cache_graph_give_back(cap->target, 0);
+            cap->target = NULL;
+        }
         cap->by_recap = cap->began_by_recap = 0;
         cap->path = PATH_FRESH;
         cap->learning = 0;
@@ -198,6 +243,7 @@ static int bind_to(struct capture *cap, int which, int *refused_last, char *why,
 {
     struct graph_rec *others[MATCH_MAX_CANDIDATES];
     int nothers;
+    tell_guess(cap, which == 0);      /* matching from the begin: 0 was the guess */
     struct graph_rec *g = match_finish(cap->match, which, others, &nothers);
     give_back(others, nothers, 0);
     cap->matching = 0;
@@ -253,6 +299,7 @@ static size_t journal_from_recording(struct capture *cap)
  * live count: 0 when none matches, and the capture must switch. */
 static int rematch(struct capture *cap, char *why, size_t len)
 {
+    tell_guess(cap, 0);
     size_t made = journal_from_recording(cap);
     cache_graph_give_back(cap->target, made > 0);
     cap->target = NULL;
@@ -609,6 +656,7 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         /* Bound to the stream's usual graph, which the capture did not
          * make whole: another kept graph may be. */
         if (cap->graph_lent || self_record_complete(cap->self, why, sizeof why)) {
+            tell_guess(cap, 1);
             drop_reserve(cap);
         } else if (rematch(cap, why, sizeof why) == 0) {
             cap->matched_none = 1;

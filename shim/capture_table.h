@@ -79,7 +79,9 @@ struct capture {
     int record;                      /* decided: recap records it, if the site keeps a graph */
     int matching;                    /* recorded, still choosing among candidates */
     int reserve;                     /* bound to its first candidate, the others
-                                      * waiting in match (recorded_rematch) */
+                                      * waiting in match (rematch) */
+    int guess_open;                  /* began with several candidates; whether the
+                                      * first was the one is not told yet */
     int candidates;                  /* kept graphs it was compared with at its begin */
     const char *switch_call;         /* the call at which it became a driver capture */
     int matched_none;                /* it switched because no kept graph matched: a miss */

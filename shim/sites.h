@@ -97,6 +97,8 @@ struct site {
     int active_peak;                    /* most at once in the current window */
     int concurrency;                    /* most at once in the last window, >= 1 */
     struct site_stream streams[SITES_STREAM_SLOTS];
+    int guess_misses;                   /* the stream's usual graph of late was not
+                                         * the one repeated: 0 to 4 (capture_recorded.c) */
     struct site_reason_count fallback_reasons[SITES_FALLBACK_REASONS];
     unsigned long fallback_other;       /* fallbacks of further reasons */
     /* --- under cache_lock (cache.c) --- */

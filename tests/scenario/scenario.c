@@ -204,7 +204,20 @@ static void recipe_function_at_one_position(struct sc_recipe *r, int it, int one
         r->op[1].type = cycle[it % 3];
 }
 
-/* "cycleK" or "mixedK" with K a number: the cycle length, else 0. */
+/* The shape of iteration `it` of "shuffledK": K shapes in an order no
+ * predictor follows (a batch size per request, as a server sees them),
+ * the same every run. */
+static unsigned shuffle(int it)
+{
+    uint32_t x = (uint32_t)it * 2654435761u;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    return x;
+}
+
+/* "cycleK", "mixedK" or "shuffledK" with K a number: the cycle length
+ * (the number of shapes), else 0. */
 static int cycle_length(const char *name, const char *prefix)
 {
     size_t n = strlen(prefix);
@@ -244,6 +257,9 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
             recipe_chain(&r, it, cycle_length(name, "chain"));
         else if (cycle_length(name, "mixed"))
             recipe_mixed(&r, it, 1 + 2 * (it % cycle_length(name, "mixed")));
+        else if (cycle_length(name, "shuffled"))
+            recipe_mixed(&r, it, 1 + 2 * (int)(shuffle(it) % (unsigned)cycle_length(name,
+                                                                                 "shuffled")));
         else if (!strcmp(name, "collide3"))
             recipe_collide(&r, it);
         else if (!strcmp(name, "crossed"))

@@ -247,6 +247,23 @@ MATCHING_TEST(a_one_off_variant_every_20_iterations, one_off)
     match_done(&o);
 }
 
+/* --- shapes in no order a predictor follows ------------------------------------------------ */
+
+/* The mixed-node graphs of `bench shapes` (a memset, a fork onto a second
+ * stream with a kernel and a host function, 1 to 15 kernels, the join, a
+ * copy), eight of them in a pseudo-random order, as a server sees batch
+ * sizes: the stream's guess is mostly wrong, so the capture must find its
+ * graph among the others by comparing. 200 iterations; each shape's first
+ * is no repeat. At 13.3 a wrong guess is a failed recapture: only 13.0
+ * matches without one (the per-stream guess is all 13.3 has). */
+static const struct match_case shuffled = {
+    .name = "shuffled8", .version = "13000", .iters = 200, .captures = 200, .firsts = 8 };
+
+Test(matching, shapes_in_no_predictable_order, .timeout = 300)
+{
+    expect_served_alone(&shuffled);
+}
+
 /* --- a site that never reuses ------------------------------------------------------------- */
 
 /* The stand-in's calls in one stats file of a run, by function. */
