@@ -64,6 +64,10 @@ static struct graph_rec *taken[MATCH_MAX_CANDIDATES];
 static struct journal past;
 static struct journal_op past_ops[MAX_CALLS];
 static struct match_set set;
+/* What each call gives back, and why the last candidate went. */
+static struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
+static int nd;
+static char why[200];
 
 /* Graph i records `n` calls of the entry points `ids`. */
 static void record(int i, const enum drv_id *ids, int n)
@@ -85,16 +89,18 @@ static void start(int n)
     past.ops = past_ops;
     past.replayable = 1;
     compares = reasons_written = 0;
+    nd = 0;
+    why[0] = '\0';
     match_start(&set, taken, n, NULL);
 }
 
 /* One call as capture_recorded.c makes it: matched, then journaled. */
-static int call(enum drv_id id, struct graph_rec **dropped, int *ndropped, char *why)
+static int call(enum drv_id id)
 {
     union drv_args a;
     memset(&a, 0, sizeof a);
     int needs_node;
-    int live = match_call(&set, &past, id, &a, dropped, ndropped, &needs_node, why, 200);
+    int live = match_call(&set, &past, id, &a, dropped, &nd, &needs_node, why, sizeof why);
     if (live > 0)
         past_ops[past.nops++].id = id;
     return live;
@@ -111,11 +117,8 @@ Test(match, the_leader_alone_follows_a_capture_it_matches)
     record(1, long_one, 6);
     record(2, long_one, 6);
     start(3);
-    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
-    int nd;
-    char why[200] = "";
     for (int k = 0; k < 4; k++) {
-        cr_assert_eq(call(short_one[k], dropped, &nd, why), 3);
+        cr_assert_eq(call(short_one[k]), 3);
         cr_assert_eq(nd, 0);
     }
     cr_expect_eq(compares, 4, "one comparison a call, not one per candidate (%d)", compares);
@@ -134,21 +137,18 @@ Test(match, a_leader_that_differs_hands_over_to_the_next_that_matches_the_past)
     record(1, c, 2);      /* differs at the second call: dropped while catching up */
     record(2, b, 6);
     start(3);
-    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
-    int nd;
-    char why[200] = "";
     for (int k = 0; k < 4; k++)
-        cr_assert_eq(call(b[k], dropped, &nd, why), 3);
+        cr_assert_eq(call(b[k]), 3);
     cr_assert_eq(compares, 4);
     /* The fifth call: graph 0 ends; graph 1 fails its catch-up; graph 2
      * takes the lead after four catch-up comparisons. */
-    cr_assert_eq(call(K, dropped, &nd, why), 1);
+    cr_assert_eq(call(K), 1);
     cr_expect_eq(nd, 2);
     cr_expect_eq(dropped[0], &graphs[0].rec);
     cr_expect_eq(dropped[1], &graphs[1].rec);
     cr_expect_eq(match_leader(&set), 2);
     cr_expect_eq(compares, 4 + 1 + 2 + 5, "%d comparisons", compares);
-    cr_assert_eq(call(K, dropped, &nd, why), 1);
+    cr_assert_eq(call(K), 1);
     cr_expect_eq(match_choose_whole(&set, &past, dropped, &nd), 2);
 }
 
@@ -159,11 +159,8 @@ Test(match, no_candidate_left_says_why_once)
     record(1, b, 2);
     record(2, c, 2);
     start(3);
-    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
-    int nd;
-    char why[200] = "";
-    cr_assert_eq(call(K, dropped, &nd, why), 3);
-    cr_assert_eq(call(DRV_cuLaunchHostFunc, dropped, &nd, why), 0);
+    cr_assert_eq(call(K), 3);
+    cr_assert_eq(call(DRV_cuLaunchHostFunc), 0);
     cr_expect_eq(nd, 3);
     cr_expect_eq(reasons_written, 1, "only the last candidate's reason is formatted");
     cr_expect_str_eq(why, "differs at call 1");
@@ -177,11 +174,8 @@ Test(match, the_end_binds_to_a_candidate_matched_whole_not_to_a_longer_leader)
     record(1, other, 2);
     record(2, whole, 3);
     start(3);
-    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
-    int nd;
-    char why[200] = "";
     for (int k = 0; k < 3; k++)
-        cr_assert_eq(call(whole[k], dropped, &nd, why), 3);
+        cr_assert_eq(call(whole[k]), 3);
     cr_expect_eq(match_choose_whole(&set, &past, dropped, &nd), 2);
     cr_expect_eq(nd, 1);
     cr_expect_eq(dropped[0], &graphs[1].rec);
@@ -198,11 +192,8 @@ Test(match, none_whole_at_the_end)
     record(0, a, 3);
     record(1, b, 3);
     start(2);
-    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
-    int nd;
-    char why[200] = "";
-    cr_assert_eq(call(K, dropped, &nd, why), 2);
-    cr_assert_eq(call(R, dropped, &nd, why), 2);
+    cr_assert_eq(call(K), 2);
+    cr_assert_eq(call(R), 2);
     cr_expect_eq(match_choose_whole(&set, &past, dropped, &nd), -1);
     match_finish(&set, -1, dropped, &nd);
     cr_expect_eq(nd, 2, "every candidate still taken goes back");
@@ -214,12 +205,9 @@ Test(match, a_journal_that_lost_a_call_cannot_catch_a_candidate_up)
     record(0, a, 2);
     record(1, b, 2);
     start(2);
-    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
-    int nd;
-    char why[200] = "";
-    cr_assert_eq(call(K, dropped, &nd, why), 2);
+    cr_assert_eq(call(K), 2);
     past.replayable = 0;        /* journal_append could not copy a call */
-    cr_expect_eq(call(R, dropped, &nd, why), 0,
+    cr_expect_eq(call(R), 0,
                  "graph 1 matches R, but only a comparison of the past could show it");
     cr_expect_eq(nd, 2);
 }
@@ -236,15 +224,12 @@ Test(match, resuming_after_the_calls_of_a_graph_bound_elsewhere)
     start(3);
     past_ops[0].id = K, past_ops[1].id = R, past_ops[2].id = W;
     past.nops = 3;
-    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
-    int nd;
-    char why[200] = "";
     cr_assert_eq(match_resume(&set, &past, dropped, &nd, why, sizeof why), 2);
     cr_expect_eq(nd, 1);
     cr_expect_eq(dropped[0], &graphs[0].rec);
     cr_expect_eq(match_leader(&set), 1);
     cr_expect_eq(compares, 2 + 3, "graph 0 differs at its second call, graph 1 matches three");
-    cr_assert_eq(call(R, dropped, &nd, why), 1, "graph 1 differs, graph 2 takes the lead");
+    cr_assert_eq(call(R), 1, "graph 1 differs, graph 2 takes the lead");
     cr_expect_eq(match_leader(&set), 2);
     cr_expect_eq(match_choose_whole(&set, &past, dropped, &nd), 2);
 }
@@ -257,9 +242,6 @@ Test(match, resuming_with_none_that_matches)
     start(2);
     past_ops[0].id = K, past_ops[1].id = R;
     past.nops = 2;
-    struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
-    int nd;
-    char why[200] = "";
     cr_expect_eq(match_resume(&set, &past, dropped, &nd, why, sizeof why), 0);
     cr_expect_eq(nd, 2);
     cr_expect_eq(match_leader(&set), -1);

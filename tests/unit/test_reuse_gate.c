@@ -118,6 +118,17 @@ Test(gate, one_odd_capture_among_hits_never_closes_it)
     cr_expect_eq(gate.closings, 0);
 }
 
+/* A window of hits with a costly failure every 16th look (never
+ * GATE_FAILURES_EAGER with no hit), more costly in all than the hits
+ * saved: it closes at its end. Returns the change of its last look. */
+static enum gate_change costly_window(void)
+{
+    enum gate_change c = GATE_SAME;
+    for (int i = 0; i < GATE_WINDOW && c == GATE_SAME; i++)
+        c = look_net(i % 16 == 15 ? GATE_FAILED : GATE_HIT, i % 16 == 15 ? -2000 : 100);
+    return c;
+}
+
 Test(gate, one_costly_failure_among_hits_that_save_little_never_closes_it)
 {
     /* Recaptures that save nearly nothing each (a driver whose recapture
@@ -132,10 +143,7 @@ Test(gate, one_costly_failure_among_hits_that_save_little_never_closes_it)
 
 Test(gate, a_site_closed_for_its_cost_gets_a_full_window_to_refill)
 {
-    enum gate_change c = GATE_SAME;
-    for (int i = 0; i < GATE_WINDOW && c == GATE_SAME; i++)
-        c = look_net(i % 16 == 15 ? GATE_FAILED : GATE_HIT, i % 16 == 15 ? -2000 : 100);
-    cr_assert_eq(c, GATE_CLOSED_COST);
+    cr_assert_eq(costly_window(), GATE_CLOSED_COST);
     while (look(GATE_MISS) != GATE_REOPENED)
         ;
     /* A cycle of 8 shapes at 13.3: 16 misses (graph and executable graph
@@ -149,12 +157,7 @@ Test(gate, a_site_closed_for_its_cost_gets_a_full_window_to_refill)
 
 Test(gate, a_window_whose_failures_cost_more_closes_at_its_end)
 {
-    /* Failures among hits (never GATE_FAILURES_EAGER with no hit), but
-     * more costly in all than the hits saved. */
-    enum gate_change c = GATE_SAME;
-    for (int i = 0; i < GATE_WINDOW && c == GATE_SAME; i++)
-        c = look_net(i % 16 == 15 ? GATE_FAILED : GATE_HIT, i % 16 == 15 ? -2000 : 100);
-    cr_expect_eq(c, GATE_CLOSED_COST);
+    cr_expect_eq(costly_window(), GATE_CLOSED_COST);
     cr_expect_eq(gate.last_hits + gate.last_failures, GATE_WINDOW);
 }
 
