@@ -797,6 +797,11 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
      * (or thread) captured in its turn before - its history alone, not the
      * site's, so threads and streams with graphs of their own do not mix -
      * by signature, which tells kernels apart. */
+    if (sites_recapture_skipped_locked(site)) {
+        capture_set_reason(cap, "recaptures into the graph this stream was guessed to repeat fell "
+                                "back in a row: a driver capture while that back-off lasts");
+        return NULL;
+    }
     uint64_t predicted = sites_stream_guess_locked(site, cap->origin.key);
     struct graph_rec *target = predicted ? cache_take_graph(site, predicted) : NULL;
     cap->candidates = target != NULL;
@@ -1120,6 +1125,8 @@ static void count_capture(struct site *site, struct capture_report *rep, enum ca
     /* A recapture that held is a hit, worth the driver capture it saved;
      * one that fell back, a failure, costing what its switch took. */
     enum gate_change change = GATE_SAME;
+    if (!began_by_recap && rep->candidates > 0 && (path == PATH_RECAPTURE || path == PATH_FALLBACK))
+        sites_recapture_told_locked(site, path == PATH_RECAPTURE && rep->result == CUDA_SUCCESS);
     if (path == PATH_RECAPTURE && rep->result == CUDA_SUCCESS)
         change = sites_record_look_locked(site, GATE_HIT, sites_capture_net_locked(site, rep->us));
     else if (path == PATH_FALLBACK)

@@ -228,3 +228,27 @@ void sites_after_fork_child(void)
         }
     }
 }
+
+void sites_recapture_told_locked(struct site *site, int held)
+{
+    if (held) {
+        site->recapture_misses_in_row = 0;
+        site->recapture_backoff = 0;
+        return;
+    }
+    if (++site->recapture_misses_in_row <= SITES_RECAPTURE_MISSES_TOLERATED)
+        return;
+    site->recapture_backoff = site->recapture_backoff == 0 ? 1
+                              : site->recapture_backoff * 2 > SITES_RECAPTURE_BACKOFF_MAX
+                                  ? SITES_RECAPTURE_BACKOFF_MAX
+                                  : site->recapture_backoff * 2;
+    site->recapture_skip_left = site->recapture_backoff;
+}
+
+int sites_recapture_skipped_locked(struct site *site)
+{
+    if (site->recapture_skip_left == 0)
+        return 0;
+    site->recapture_skip_left--;
+    return 1;
+}

@@ -99,6 +99,11 @@ struct site {
     struct site_stream streams[SITES_STREAM_SLOTS];
     int guess_misses;                   /* the stream's usual graph of late was not
                                          * the one repeated: 0 to 4 (capture_recorded.c) */
+    /* 13.3: recaptures into the guessed graph that fell back in a row, and
+     * the captures left to the driver for it (sites_recapture_told_locked). */
+    unsigned recapture_misses_in_row;
+    unsigned recapture_backoff;         /* doubling, to SITES_RECAPTURE_BACKOFF_MAX */
+    unsigned recapture_skip_left;
     struct site_reason_count fallback_reasons[SITES_FALLBACK_REASONS];
     unsigned long fallback_other;       /* fallbacks of further reasons */
     /* --- under cache_lock (cache.c) --- */
@@ -131,6 +136,22 @@ double sites_instantiation_net_locked(const struct site *site, double us);
 enum gate_change sites_close_over_budget_locked(struct site *site, const char *noun,
                                                 unsigned long long bytes, unsigned long long budget);
 
+
+/* 13.3: a recapture into the graph this stream was guessed to repeat held
+ * (`held`) or fell back. More than SITES_RECAPTURE_MISSES_TOLERATED
+ * falling back in a row (a topology change costs two: the first capture
+ * of the new graph, and the next, still guessed as the old) leave the next
+ * captures to the driver - 1, then 2, 4, ... up to
+ * SITES_RECAPTURE_BACKOFF_MAX while they keep falling back, 0 again after
+ * one that held: a site whose graphs come in no predictable order stops
+ * paying a failed recapture per capture, and one odd capture costs
+ * nothing later. */
+#define SITES_RECAPTURE_MISSES_TOLERATED 2u
+#define SITES_RECAPTURE_BACKOFF_MAX 64u
+void sites_recapture_told_locked(struct site *site, int held);
+
+/* Whether this capture is left to the driver by that back-off (counts it). */
+int sites_recapture_skipped_locked(struct site *site);
 
 /* What this stream's (or thread's) captures at the site suggest it
  * captures next: a signature, or 0 (caller holds site->lock). */

@@ -264,6 +264,29 @@ Test(matching, shapes_in_no_predictable_order, .timeout = 300)
     expect_served_alone(&shuffled);
 }
 
+/* The same at 13.3, where the recapture must name its graph at the begin
+ * and the guess is mostly wrong: recaptures that keep falling back leave
+ * the captures to the driver for a doubling while (at most one fallback
+ * in ten captures; 162 in 200 without that back-off), and every
+ * instantiation after each shape's first still updates a released
+ * executable graph. */
+Test(matching, shapes_in_no_predictable_order_at_13_3, .timeout = 300)
+{
+    struct match_case c = shuffled;
+    snprintf(c.version, sizeof c.version, "13030");
+    struct match_outcome o;
+    match_run(&c, NULL, &o);
+    long captures = run_log_total(o.log, "captures");
+    long fallbacks = run_log_total(o.log, "fallbacks");
+    long reused = run_log_total(o.log, "reused");
+    cr_expect_eq(captures, c.captures);
+    cr_expect_leq(fallbacks * 10, captures, "%ld fallbacks in %ld captures", fallbacks, captures);
+    cr_expect_geq(reused * 10, (captures - c.firsts) * 9, "%ld of %ld instantiations after each "
+                  "shape's first reused", reused, captures - c.firsts);
+    cr_expect_eq(run_log_total(o.log, "backoffs"), 0);
+    match_done(&o);
+}
+
 /* --- a site that never reuses ------------------------------------------------------------- */
 
 /* The stand-in's calls in one stats file of a run, by function. */
