@@ -67,7 +67,7 @@ struct site_stream {
 #define SITES_FALLBACK_REASONS 8
 
 struct site_reason_count {
-    char text[96];
+    char text[160];                     /* whole: as long as a capture's reason */
     unsigned long count;
 };
 
