@@ -627,6 +627,25 @@ class Config(Base):
         self.assertIn('#   app+0x40 weird?name+0x1', text)
         self.assertTrue(text.splitlines()[0].startswith('# recap configuration'))
 
+    def test_a_degraded_runs_mode_and_labels_with_a_slash(self):
+        # A bad setting forced observe: that is no mode to configure.
+        # Labels may hold '/' (policy/config.c), and are carried over.
+        log = self.write('g.jsonl', [
+            ev('start', version='0.1.0', exe='/bin/app', driver=13000, recapture_api=False,
+               mode='observe', degraded=True, sites='all', config=None, log='g.jsonl',
+               stack_depth=8),
+            ev('site', site=A, frames=['app+0x10'], label='model/decode', mode='auto'),
+            capture(A, 'recapture')])
+        r = recap('config', log)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('# mode = auto', r.stdout)
+        self.assertNotIn('mode = observe', r.stdout)
+        self.assertIn('label = model/decode', r.stdout)
+        path = self.write('gen.conf', [r.stdout])
+        check = subprocess.run([CONF_CHECK, path], capture_output=True, text=True)
+        self.assertEqual(check.returncode, 0, check.stdout)
+        self.assertIn(f'site {A} label=model/decode mode=-', check.stdout.splitlines())
+
     def test_stdout_and_default_depth(self):
         log = self.write('d.jsonl', [capture(A, 'recapture')])
         r = recap('config', log)
