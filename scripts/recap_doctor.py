@@ -43,8 +43,10 @@ SETTING_VARS = ('RECAP_MODE', 'RECAP_SITES', 'RECAP_CONFIG', 'RECAP_LOG', 'RECAP
                 'RECAP_SELF_RECORD')
 DEFAULTS = {'mode': 'auto', 'sites': 'all', 'log': 'recap-%p.jsonl', 'verbose': '0',
             'self_record': 'on'}
-# Settings that both the environment (RECAP_ + upper case) and [defaults] give.
-LAYERED = ('mode', 'sites', 'log', 'verbose', 'self_record')
+# Settings that both the environment (RECAP_ + upper case) and [defaults]
+# give (policy/config.c's keys), and those only the environment gives.
+LAYERED = ('mode', 'self_record')
+ENV_ONLY = ('sites', 'log', 'verbose')
 
 
 # ---- ELF: dynamic symbols and needed libraries --------------------------------
@@ -235,16 +237,16 @@ def settings_table(env):
         if err:
             problems.append(f'RECAP_CONFIG={conf}: {err}')
             conf_keys = {}
-    for key in LAYERED:
+    for key in ('mode', 'sites', 'log', 'verbose', 'self_record'):
         var = 'RECAP_' + key.upper()
         if var in env:
             rows.append((key, env[var], f'environment {var}'))
-        elif key in conf_keys:
+        elif key in conf_keys and key in LAYERED:
             rows.append((key, conf_keys[key][0], f'{conf}:{conf_keys[key][1]}'))
         else:
             rows.append((key, DEFAULTS[key], 'built-in default'))
     for key, (value, line) in sorted(conf_keys.items()):
-        if key not in LAYERED:
+        if key not in LAYERED + ENV_ONLY:
             rows.append((key, value, f'{conf}:{line}'))
     rows.append(('config', conf or '(none)', 'environment RECAP_CONFIG' if conf else 'built-in default'))
     if conf_sites:
