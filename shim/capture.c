@@ -152,7 +152,7 @@ static CUresult CUDAAPI recapture_callback(void *data, CUgraphNode node,
     return CUDA_SUCCESS;
 }
 
-static void forget_changes(struct capture *cap)
+void capture_forget_changes(struct capture *cap)
 {
     pthread_mutex_lock(&cap->changes_lock);
     cap->nchanged = 0;
@@ -289,7 +289,7 @@ static CUresult restart_as_plain(struct capture *cap)
     if (cap->target)
         cache_graph_discard(cap->target);
     cap->target = NULL;
-    forget_changes(cap);
+    capture_forget_changes(cap);
     cap->path = PATH_FALLBACK;
 
     char why[256];

@@ -37,6 +37,10 @@ void capture_note_membership(struct capture *cap, enum drv_id id, const union dr
 /* Appends to the capture's change list. */
 void capture_push_change(struct capture *cap, struct changed_node changed);
 
+/* Empties the change list and its counts: the nodes they named belong to
+ * a graph the capture no longer records into. */
+void capture_forget_changes(struct capture *cap);
+
 /* The recapture (or recording) ended well: its graph goes back to the
  * program with its new parameters. */
 void capture_account_recapture(struct capture *cap);

@@ -100,11 +100,8 @@ static void tell_guess(struct capture *cap, int right)
     cap->guess_open = 0;
     struct site *site = cap->site;
     pthread_mutex_lock(&site->lock);
-    if (right)
-        site->guess_misses -= site->guess_misses > 0;
-    else
-        site->guess_misses = site->guess_misses + 2 > GUESS_MISSES_MAX ? GUESS_MISSES_MAX
-                                                                          : site->guess_misses + 2;
+    int misses = site->guess_misses + (right ? -1 : 2);
+    site->guess_misses = misses < 0 ? 0 : misses > GUESS_MISSES_MAX ? GUESS_MISSES_MAX : misses;
     pthread_mutex_unlock(&site->lock);
 }
 
@@ -303,10 +300,7 @@ static int rematch(struct capture *cap, char *why, size_t len)
     size_t made = journal_from_recording(cap);
     cache_graph_give_back(cap->target, made > 0);
     cap->target = NULL;
-    /* The changes noted named that graph's nodes; binding notes them anew. */
-    cap->nchanged = 0;
-    cap->eligible = 0;
-    cap->changes_lost = 0;
+    capture_forget_changes(cap);    /* that graph's nodes; binding notes them anew */
     cap->reserve = 0;
     cap->matching = 1;
     struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
@@ -655,8 +649,9 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
     if (!cap->invalidated && cap->by_recap && cap->reserve) {
         /* Bound to the stream's usual graph, which the capture did not
          * make whole: another kept graph may be. */
-        if (cap->graph_lent || self_record_complete(cap->self, why, sizeof why)) {
-            tell_guess(cap, 1);
+        int whole = self_record_complete(cap->self, why, sizeof why);
+        if (whole || cap->graph_lent) {
+            tell_guess(cap, whole);
             drop_reserve(cap);
         } else if (rematch(cap, why, sizeof why) == 0) {
             cap->matched_none = 1;

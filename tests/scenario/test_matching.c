@@ -158,16 +158,21 @@ static void expect_served_alone(const struct match_case *c)
     match_done(&o);
 }
 
+/* Case `one` at driver `version` ("13000" or "13030"). */
+static struct match_case at_version(struct match_case one, const char *version)
+{
+    snprintf(one.version, sizeof one.version, "%s", version);
+    return one;
+}
+
 /* Each named case at both driver versions, in memory Criterion can hand
  * over. */
 static struct match_case *both_versions(const struct match_case *one, size_t *n)
 {
     static const char *const versions[] = { "13000", "13030" };
     struct match_case *all = cr_malloc(2 * sizeof *all);
-    for (size_t v = 0; v < 2; v++) {
-        all[v] = *one;
-        snprintf(all[v].version, sizeof all[v].version, "%s", versions[v]);
-    }
+    for (size_t v = 0; v < 2; v++)
+        all[v] = at_version(*one, versions[v]);
     *n = 2;
     return all;
 }
@@ -274,8 +279,7 @@ Test(matching, shapes_in_no_predictable_order, .timeout = 300)
  * the fallbacks are asserted here. */
 Test(matching, shapes_in_no_predictable_order_at_13_3, .timeout = 300)
 {
-    struct match_case c = shuffled;
-    snprintf(c.version, sizeof c.version, "13030");
+    struct match_case c = at_version(shuffled, "13030");
     struct match_outcome o;
     match_run(&c, NULL, &o);
     long captures = run_log_total(o.log, "captures");
@@ -448,8 +452,7 @@ static struct key_census census(const char *log, const char *path, const char *k
 Test(matching_log, capture_events_say_how_many_candidates_they_started_with, .timeout = 300)
 {
     for (int v = 0; v < 2; v++) {
-        struct match_case c = threads_one_site;
-        snprintf(c.version, sizeof c.version, "%s", v ? "13030" : "13000");
+        struct match_case c = at_version(threads_one_site, v ? "13030" : "13000");
         struct match_outcome o;
         match_run(&c, NULL, &o);
         struct key_census k = census(o.log, NULL, "candidates", NULL);
@@ -468,8 +471,7 @@ Test(matching_log, capture_events_say_how_many_candidates_they_started_with, .ti
  * its other function the first time (nothing kept matches it). */
 Test(matching_log, a_switch_names_the_call_it_happened_at, .timeout = 300)
 {
-    struct match_case c = one_off;
-    snprintf(c.version, sizeof c.version, "13000");
+    struct match_case c = at_version(one_off, "13000");
     struct match_outcome o;
     match_run(&c, NULL, &o);
     struct key_census fell_back = census(o.log, "fallback", "switch_call", NULL);
@@ -505,8 +507,7 @@ Test(matching_log, the_end_counts_each_sites_fallbacks_by_reason, .timeout = 300
 {
     static const char *const names[] = { "one_off", "function_cycle" };
     for (int i = 0; i < 2; i++) {
-        struct match_case c = i ? function_cycle : one_off;
-        snprintf(c.version, sizeof c.version, "13000");
+        struct match_case c = at_version(i ? function_cycle : one_off, "13000");
         struct match_outcome o;
         match_run(&c, NULL, &o);
         char *text = run_read_file(o.log, NULL);
