@@ -384,6 +384,12 @@ static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
         pthread_mutex_unlock(&cache_lock);
         return real(handle);
     }
+    if (e->state == CACHE_HELD && k == CACHE_GRAPHS && ((struct graph_rec *)e)->copying) {
+        /* recap is copying it: the destroy happens when the copy ends. */
+        ((struct graph_rec *)e)->destroy_deferred = 1;
+        pthread_mutex_unlock(&cache_lock);
+        return CUDA_SUCCESS;
+    }
     if (e->state != CACHE_HELD) {
         /* Only HELD entries stay put once the lock is dropped: `e` is not
          * touched again. */
@@ -471,6 +477,8 @@ struct graph_rec *cache_take_graph(struct site *site, uint64_t signature)
     return (struct graph_rec *)entry_take(CACHE_GRAPHS, site, graph_has_signature, &signature);
 }
 
+static void tell_recordings_outdated(struct site *site, int outdated);
+
 int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t preferred,
                           const void *stream_key, struct graph_rec **out, int max)
 {
@@ -480,8 +488,10 @@ int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t prefe
      * streams (threads) that capture alike keep to graphs of their own, so
      * each one's executable graph is one version behind its graph and
      * takes only the changed nodes. */
+    int outdated = 0;
     for (struct cache_entry *e = site->released_newest[CACHE_GRAPHS]; e; e = e->site_older) {
         struct graph_rec *g = (struct graph_rec *)e;
+        outdated += g->recording && g->recording_epoch != epoch;
         if (!g->recording || g->recording_epoch != epoch || !g->signature)
             continue;
         int i = 0;
@@ -504,6 +514,8 @@ int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t prefe
         }
     }
     pthread_mutex_unlock(&cache_lock);
+    if (outdated && n == 0)
+        tell_recordings_outdated(site, outdated);
     return n;
 }
 
@@ -552,6 +564,105 @@ void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
 void cache_graph_hand_out(struct graph_rec *rec)
 {
     entry_hand_out(&rec->entry);
+}
+
+/* --- graphs the program keeps ------------------------------------------------------- */
+
+/* Once per site, and once for the process when a second site does it:
+ * the program no longer destroys its graphs, so nothing is released for
+ * recap to record into, and where a user wonders why, the log says. */
+static void tell_first_copy(struct site *site)
+{
+    static int sites_copying;
+    event_warning(site, "the program keeps the graphs it captures here (two alike kept in a row, "
+                        "neither destroyed): recap records each repeat capture into a copy of "
+                        "the newest, whose executable graph takes a whole update");
+    if (__atomic_add_fetch(&sites_copying, 1, __ATOMIC_RELAXED) == 2)
+        event_warning(NULL, "the program keeps the graphs it captures at more than one site: "
+                            "recap copies graphs instead of recording into released ones "
+                            "(PyTorch keeps every graph for the rest of the process once "
+                            "CUDAGraph.enable_debug_mode() was called)");
+}
+
+/* The site's newest held graph, if the program still holds it. */
+static struct graph_rec *held_newest_locked(struct site *site)
+{
+    if (!site->held_newest)
+        return NULL;
+    struct graph_rec *g = hmap_get(&kinds[CACHE_GRAPHS].by_handle, site->held_newest);
+    if (!g || g->entry.state != CACHE_HELD || g->serial != site->held_newest_serial)
+        return NULL;
+    return g;
+}
+
+void cache_graph_note_held(struct graph_rec *rec)
+{
+    struct site *site = rec->entry.site;
+    if (!rec->signature)
+        return;
+    pthread_mutex_lock(&cache_lock);
+    struct graph_rec *before = held_newest_locked(site);
+    int alike = before && before != rec && before->signature == rec->signature;
+    site->held_alike = alike ? site->held_alike + 1 : 0;
+    site->held_newest = rec->entry.handle;
+    site->held_newest_serial = rec->serial;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
+                                       int need_recording)
+{
+    pthread_mutex_lock(&cache_lock);
+    struct graph_rec *g = held_newest_locked(site);
+    /* Two alike kept in a row: the program keeps what it captures here,
+     * and a copy is what the next capture would make anyway. */
+    if (!g || site->held_alike < 1 || site->cache_closed || g->edited || g->copying ||
+        g->shape_epoch != epoch || (signature && g->signature != signature) ||
+        (need_recording && (!g->recording || g->recording_epoch != epoch)))
+        g = NULL;
+    else
+        g->copying = 1;
+    pthread_mutex_unlock(&cache_lock);
+    return g;
+}
+
+struct graph_rec *cache_graph_unpin_held(struct graph_rec *held, CUgraph copy,
+                                         struct journal *recording, unsigned long epoch)
+{
+    struct site *site = held->entry.site;
+    struct graph_rec *rec = NULL;
+    int first_copy = 0;
+    if (copy)
+        rec = cache_graph_track(copy, site, held->shape, held->nodes, held->shape_typed);
+    pthread_mutex_lock(&cache_lock);
+    if (rec) {
+        rec->entry.state = CACHE_TAKEN;
+        rec->signature = held->signature;
+        rec->last_stream = held->last_stream;
+        rec->shape_epoch = held->shape_epoch;
+        rec->version = held->version;
+        rec->copied = 1;
+        first_copy = ++site->held_copies == 1;
+    }
+    held->copying = 0;
+    int destroy_now = held->destroy_deferred;
+    held->destroy_deferred = 0;
+    pthread_mutex_unlock(&cache_lock);
+    if (rec) {
+        cache_graph_set_recording(rec, recording, epoch);
+    } else {
+        if (recording) {
+            journal_free(recording);
+            free(recording);
+        }
+        if (copy)
+            DRV_REAL(cuGraphDestroy)(copy);
+    }
+    if (destroy_now)
+        cache_on_graph_destroy(DRV_cuGraphDestroy, graph_rec_graph(held));
+    if (first_copy)
+        tell_first_copy(site);
+    return rec;
 }
 
 void cache_graph_discard(struct graph_rec *rec)
@@ -627,10 +738,28 @@ static enum keep_answer never_keep(const struct cache_entry *e)
 }
 
 static unsigned long graph_edit_epoch;
+static int last_graph_edit = -1;     /* enum drv_id of the newest edit, for the log */
 
-void cache_note_graph_edit(void)
+void cache_note_graph_edit(enum drv_id id)
 {
+    __atomic_store_n(&last_graph_edit, (int)id, __ATOMIC_RELAXED);
     __atomic_add_fetch(&graph_edit_epoch, 1, __ATOMIC_RELAXED);
+}
+
+/* A capture found recordings that a graph edit outdated: that edit stopped
+ * recording wherever recap kept one, at every site, which the log must
+ * say (the first time, then at each power of two). */
+static void tell_recordings_outdated(struct site *site, int outdated)
+{
+    static unsigned long times;
+    unsigned long n = __atomic_add_fetch(&times, 1, __ATOMIC_RELAXED);
+    if (n & (n - 1))
+        return;
+    int id = __atomic_load_n(&last_graph_edit, __ATOMIC_RELAXED);
+    event_warning(site, "the program edited a graph (%s, the newest edit): every recording recap "
+                        "kept before it, at every site, no longer describes its graph; %d kept "
+                        "here were passed over, and captures learn anew (seen %lu time(s) in this "
+                        "process)", id >= 0 ? drv_table[id].symbol : "an edit", outdated, n);
 }
 
 unsigned long cache_graph_edit_epoch(void)

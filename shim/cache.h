@@ -65,7 +65,7 @@ enum cache_state { CACHE_HELD, CACHE_RELEASED, CACHE_TAKEN };
 /* The program edited some graph itself (any graph: node setters do not
  * name the graph). Recordings, executable graphs synchronised and graphs
  * kept before this may no longer match their graph. */
-void cache_note_graph_edit(void);
+void cache_note_graph_edit(enum drv_id id);
 
 /* The graph-edit epoch now: it moves whenever the program edits a graph. */
 unsigned long cache_graph_edit_epoch(void);
@@ -111,6 +111,13 @@ struct graph_rec {
     const void *last_stream;       /* the stream key of the last capture recorded into it */
     unsigned long shape_epoch;
     int edited;
+    /* Under cache_lock: recap is copying the graph (cache_graph_pin_held),
+     * and the program destroyed it meanwhile: its destroy waits for the
+     * copy to end. */
+    int copying, destroy_deferred;
+    /* A copy of a graph the program keeps (shim/graph_copy.h): handed to a
+     * program that keeps its graphs, it is not recorded into again. */
+    int copied;
     unsigned long version;         /* successful recaptures into it so far */
     /* What the last successful recapture changed, relative to version - 1.
      * changes_known is 0 unless every change was reported eligible. */
@@ -184,6 +191,38 @@ void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
 
 /* A TAKEN graph goes back to the program (HELD). */
 void cache_graph_hand_out(struct graph_rec *rec);
+
+/* --- graphs the program keeps ---
+ * A program may keep every graph it captures instead of destroying it
+ * (PyTorch does once CUDAGraph.enable_debug_mode() was called anywhere in
+ * the process): no graph is ever released for the next capture. Where the
+ * program kept graphs alike, recap copies the newest one it holds
+ * (shim/graph_copy.h) and records the next capture into the copy. */
+
+/* The program holds `rec` (with a signature) as its newest graph of the
+ * site: counts whether the one before is still held and alike. (The
+ * recordings of older ones stay: the program may be instantiating one on
+ * another thread, which reads it without cache_lock.) */
+void cache_graph_note_held(struct graph_rec *rec);
+
+/* The site's newest held graph, when the program kept graphs alike, no
+ * edit since `epoch` may have changed it, it has this signature (0: any)
+ * and, if `need_recording`, a recording valid as of `epoch`: marked as
+ * being copied (a destroy of it waits) until cache_graph_unpin_held. NULL
+ * otherwise. */
+struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
+                                       int need_recording);
+
+/* Ends the copy of a pinned graph. `copy` (NULL: the copy failed) becomes
+ * a TAKEN graph of the site with `recording` (owned from here; NULL: none)
+ * valid as of `epoch`; if the copy cannot be tracked it is destroyed. It
+ * is a graph of its own (serial): an executable graph instantiated from
+ * the original names the original's nodes, so it takes the copy by a
+ * whole update, never node by node. A destroy the program made meanwhile
+ * happens now. Returns the copy's record, or NULL (the copy destroyed, the
+ * recording freed). */
+struct graph_rec *cache_graph_unpin_held(struct graph_rec *held, CUgraph copy,
+                                         struct journal *recording, unsigned long epoch);
 
 /* Forgets a TAKEN or HELD graph and destroys it, once. */
 void cache_graph_discard(struct graph_rec *rec);

@@ -28,6 +28,7 @@
 #include "shim/capture_internal.h"
 #include "shim/driver.h"
 #include "shim/events.h"
+#include "shim/graph_copy.h"
 #include "shim/exec_reuse.h"
 #include "shim/observed.h"
 #include "shim/phase_clock.h"
@@ -806,6 +807,7 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
     struct graph_rec *target = predicted ? cache_take_graph(site, predicted) : NULL;
     cap->candidates = target != NULL;
     if (!target) {
+        cap->copy_wanted = predicted;
         capture_set_reason(cap, "no released graph of the signature this stream captures next");
         /* A hit or a failure is known only at the end (capture_report_end). */
         enum gate_change looked = sites_record_look_locked(site, GATE_MISS, 0);
@@ -904,6 +906,11 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     struct graph_rec *target = decide(cap, site, id, &change);
     pthread_mutex_unlock(&site->lock);
     cache_site_gate_changed(site, change);
+    /* None released, as where the program keeps what it captures: a copy
+     * of the newest graph it keeps, if it kept them alike. */
+    if (!target && cap->copy_wanted &&
+        (target = graph_copy_of_held(site, cache_graph_edit_epoch(), cap->copy_wanted, 0)))
+        cap->candidates = 1;
     PHASE_MARK(PHASE_BEGIN_DECIDE, t_record, t_decided);
 
     if (cap->record) {
@@ -1070,6 +1077,8 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
     }
     if (rec && cap->learning && verified_now && journal_nodes_known(&cap->journal))
         keep_recording(cap, rec);
+    if (rec)
+        cache_graph_note_held(rec);
     return rec;
 }
 
@@ -1091,6 +1100,7 @@ void capture_account_recapture(struct capture *cap)
     cap->nchanged = 0;
     pthread_mutex_unlock(&cap->changes_lock);
     cache_graph_hand_out(rec);
+    cache_graph_note_held(rec);
     cap->target = NULL;
 
     record_shape(cap, rec->signature ? rec->signature : rec->shape, 1);

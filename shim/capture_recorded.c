@@ -29,6 +29,7 @@
 #include "shim/capture_internal.h"
 #include "shim/driver.h"
 #include "shim/events.h"
+#include "shim/graph_copy.h"
 #include "shim/match.h"
 #include "shim/runtime.h"
 #include "shim/self_record.h"
@@ -170,8 +171,13 @@ int recorded_begin(struct capture *cap, CUresult *result)
         return 0;
     }
     struct graph_rec *graphs[MATCH_MAX_CANDIDATES];
-    int n = cache_take_candidates(cap->site, cache_graph_edit_epoch(), stream_guess(cap),
-                                  cap->origin.key, graphs, MATCH_MAX_CANDIDATES);
+    unsigned long epoch = cache_graph_edit_epoch();
+    int n = cache_take_candidates(cap->site, epoch, stream_guess(cap), cap->origin.key, graphs,
+                                  MATCH_MAX_CANDIDATES);
+    /* None released, as where the program keeps what it captures: a copy
+     * of the newest graph it keeps, if it kept them alike. */
+    if (n == 0 && (graphs[0] = graph_copy_of_held(cap->site, epoch, 0, 1)) != NULL)
+        n = 1;
     cap->candidates = n;
     if (n == 0) {
         capture_set_reason(cap, "no released graph recap recorded at this site");

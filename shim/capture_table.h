@@ -77,6 +77,8 @@ struct capture {
     int resumed;                     /* a recording went on as a driver capture in its graph */
     int ended;                       /* its end ran: no call of it will be replayed */
     int record;                      /* decided: recap records it, if the site keeps a graph */
+    uint64_t copy_wanted;            /* 13.3: none released of this signature; a copy
+                                      * of a graph the program keeps may do */
     int matching;                    /* recorded, still choosing among candidates */
     int reserve;                     /* bound to its first candidate, the others
                                       * waiting in match (rematch) */

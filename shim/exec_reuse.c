@@ -335,11 +335,13 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     int update_failed = 0, driver_refused = 0;
     double wasted_us = 0;
     struct exec_rec *e = reusable ? cache_take_exec(site, flags, g->shape, g->serial) : NULL;
-    if (e && e->source_serial != g->serial && g->recording && g->changes_known) {
+    if (e && e->source_serial != g->serial && g->recording && g->changes_known && !g->copied) {
         /* A graph recap records whose own executable graph is not kept:
          * every update from another graph's would be a whole one (node
          * handles are the graph's), so this graph gets one of its own,
-         * once, and the other waits for its own graph. */
+         * once, and the other waits for its own graph. Not a copy made
+         * for a program that keeps its graphs: no capture records into it
+         * again, so its own executable graph would never pay. */
         cache_exec_give_back(e);
         e = NULL;
         snprintf(reason, sizeof reason, "no released executable graph instantiated from this "

@@ -526,7 +526,8 @@ def wrapper_body(e):
         return graph_call_check(e) + ("self_record_graphs_current();\n    CUresult r = %s;\n"
                 "    exec_note_mutated(hGraphExec);\n    return r;" % call)
     if e.role == "graph_mutate":
-        return graph_call_check(e) + "self_record_graphs_current();\n    cache_note_graph_edit();\n    return %s;" % call
+        return graph_call_check(e) + ("self_record_graphs_current();\n    cache_note_graph_edit(DRV_%s);\n    return %s;"
+                                        % (e.symbol, call))
     if e.role == "graph_read":
         return graph_call_check(e) + "self_record_graphs_current();\n    return %s;" % call
     if e.role in ("uobj_retain", "uobj_release"):

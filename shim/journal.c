@@ -494,6 +494,25 @@ void journal_append(struct journal *j, enum drv_id id, const union drv_args *arg
     j->nops++;
 }
 
+int journal_copy(struct journal *dst, const struct journal *src)
+{
+    journal_init(dst);
+    for (size_t i = 0; i < src->nops && dst->replayable; i++) {
+        journal_append(dst, src->ops[i].id, &src->ops[i].args);
+        if (dst->nops != i + 1)
+            break;
+        struct journal_op *op = &dst->ops[i];
+        op->node = src->ops[i].node;
+        op->node_fn = src->ops[i].node_fn;
+    }
+    dst->origin_key = src->origin_key;
+    if (dst->nops != src->nops || !src->replayable) {
+        journal_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
 int journal_nodes_known(const struct journal *j)
 {
     for (size_t i = 0; i < j->nops; i++)

@@ -77,6 +77,11 @@ int journal_op_names_memory(const struct journal_op *op, uintptr_t lo, uintptr_t
  * says why not. */
 int journal_can_copy(enum drv_id id, const union drv_args *args, const char **why);
 
+/* A copy of `src` of its own (argument data included), each call knowing
+ * the node and function src's does; no call stale, in no list. Returns 0,
+ * or -1 (dst empty) when memory ran out or src is not replayable. */
+int journal_copy(struct journal *dst, const struct journal *src);
+
 /* Whether every node-creating call knows its node (a journal a capture
  * can be recorded against). */
 int journal_nodes_known(const struct journal *j);

@@ -113,6 +113,13 @@ struct site {
     struct cache_entry *released_newest[SITES_RELEASED_KINDS];
     struct cache_entry *released_oldest[SITES_RELEASED_KINDS];
     struct site_cache_counts cache;
+    /* The newest graph of the site the program holds (it may be gone
+     * since: found again by handle and serial), and how many graphs in a
+     * row the program kept alike (one signature) instead of destroying. */
+    const void *held_newest;
+    uint64_t held_newest_serial;
+    int held_alike;
+    unsigned long held_copies;          /* graphs recap copied from one it holds */
     unsigned long long measured_bytes;  /* device memory its instantiations took */
     unsigned long long measured_nodes;  /* ... for this many nodes */
     int measured_samples;

@@ -292,6 +292,8 @@ run_case() {
     # Four threads, two shapes, one site: recorded by recap (13.0), unless
     # the whole suite runs with self-recording off.
     threads_one_site) [ "${RECAP_SELF_RECORD:-}" = off ] || log_checks=(--min-by-recap 0.9) ;;
+    # PyTorch keeps every graph in debug mode: recorded into copies (13.0).
+    torch_debug_mode) [ "${RECAP_SELF_RECORD:-}" = off ] || log_checks=(--min-by-recap 0.9) ;;
     # PyTorch's graph features, one after the other: most sites capture a
     # few times each, and three captures fail on purpose (a synchronize
     # inside them).
@@ -574,6 +576,7 @@ run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case torch_shapes 120 - -- "$PYTHON" "$HERE/torch_shapes.py"
 run_case torch_train 81 - -- "$PYTHON" "$HERE/torch_train.py"
 run_case torch_graphed_callables 79 - -- "$PYTHON" "$HERE/torch_graphed_callables.py"
+run_case torch_debug_mode 100 - -- "$PYTHON" "$HERE/torch_debug_mode.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
 # Inductor's compiled kernels, cached for the run under recap.

@@ -243,7 +243,7 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
         if (it == stats_at)
             sc_write_stats_snapshot(".at");
         if (!strcmp(name, "params") || !strncmp(name, "mode_", 5) || !strcmp(name, "variants") ||
-            !strcmp(name, "keep_graph"))
+            !strcmp(name, "keep_graph") || !strcmp(name, "keep_every_graph"))
             recipe_params(&r, it);
         else if (!strncmp(name, "topo_", 5))
             recipe_topology(&r, it, name + 5, 4);
@@ -270,7 +270,7 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
             recipe_retyped(&r, it);
         else if (!strcmp(name, "cycle_aab"))
             recipe_shape(&r, it, it % 3 == 2 ? 3 : 1);
-        else if (!strcmp(name, "delta"))
+        else if (!strcmp(name, "delta") || !strcmp(name, "keep_every_graph_delta"))
             recipe_shape(&r, it, 12);          /* only the first node changes */
         else if (!strcmp(name, "nochange"))
             recipe_shape(&r, 0, 3);            /* nothing changes */
@@ -1416,6 +1416,8 @@ int main(int argc, char **argv)
         o.mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     if (!strcmp(name, "keep_graph"))
         o.keep_graph_until_next = 1;
+    if (!strncmp(name, "keep_every_graph", 16))
+        o.keep_every_graph = 1;
 
     if (!strcmp(name, "cross_thread"))
         rc = run_cross_thread(iters);

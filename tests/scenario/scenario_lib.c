@@ -258,7 +258,9 @@ int sc_iteration(struct sc_context *c, int it, const struct sc_recipe *r,
             NOTE(cuStreamSynchronize(c->stream[0]));
             NOTE(cuGraphExecDestroy(exec));
         }
-        if (o->keep_graph_until_next) {
+        if (o->keep_every_graph) {
+            /* Left to the driver's teardown at exit, as PyTorch leaves them. */
+        } else if (o->keep_graph_until_next) {
             if (*pending)
                 NOTE(cuGraphDestroy(*pending));
             *pending = graph;
@@ -315,6 +317,7 @@ static void write_stats_to(const char *path, int every_call)
         "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphGetEdges_v2",
         "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2", "cuCtxGetCurrent",
         "cuStreamBeginCaptureToGraph", "cuGraphGetNodes", "cuEventDestroy_v2", "cuMemFree_v2",
+        "cuGraphClone",
     };
     if (!path)
         return;

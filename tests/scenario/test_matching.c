@@ -445,6 +445,25 @@ static struct key_census census(const char *log, const char *path, const char *k
     return k;
 }
 
+/* A program that never destroys the graphs it captures (PyTorch after
+ * CUDAGraph.enable_debug_mode()) releases nothing to recapture into: at
+ * 13.3 the driver recaptures into a copy of the newest graph it keeps,
+ * predicted by signature as any graph is (issue 33). */
+Test(matching, a_program_that_keeps_every_graph_at_13_3, .timeout = 300)
+{
+    struct match_case c = { .name = "keep_every_graph", .version = "13030", .iters = 40,
+                            .captures = 40, .firsts = 2 };
+    struct match_outcome o;
+    match_run(&c, NULL, &o);
+    long recaptured = run_log_total(o.log, "recaptured");
+    cr_expect_geq(recaptured, c.captures - c.firsts, "%ld of %d captures recaptured", recaptured,
+                  c.captures);
+    cr_expect_eq(run_log_total(o.log, "fallbacks"), 0);
+    cr_expect_eq(run_stat(o.stats, "cuStreamBeginRecaptureToGraph"), recaptured);
+    cr_expect_eq(run_stat(o.stats, "cuGraphClone"), recaptured, "a copy per recapture");
+    match_done(&o);
+}
+
 /* Each capture event at a site recap serves says how many kept graphs it
  * started with as candidates ("candidates"); with two shapes kept and
  * every kept recording compared at 13.0, some capture starts with two or

@@ -104,7 +104,7 @@ static const struct sr_name every_scenario[] = {
     N("added_node"), N("added_node_late"), N("query_at_end"), N("query_at_end_add"),
     N("query_at_begin"), N("query_at_begin_end_null"), N("query_at_begin_look"), N("end_null"),
     N("query_at_begin_fork"), N("events_fork_join"), N("events_other_thread"),
-    N("free_in_capture"),
+    N("free_in_capture"), N("keep_every_graph"), N("keep_every_graph_delta"),
 #undef N
 };
 
@@ -168,6 +168,42 @@ Test(self_record, steady_loop_needs_no_driver_capture, .timeout = 300)
     cr_expect_leq(run_stat(o.stats, "cuGraphGetNodes"), 2 * (40 - recorded),
                   "%ld node counts for %d captures recap did not record",
                   run_stat(o.stats, "cuGraphGetNodes"), 40 - recorded);
+    sr_done(&o);
+}
+
+/* A program that never destroys the graphs it captures (PyTorch does once
+ * CUDAGraph.enable_debug_mode() was called anywhere in the process)
+ * releases nothing to record into: from the second graph kept alike, recap
+ * records each capture into a copy of the newest graph the program keeps,
+ * and says so once in the log. Before copies, every capture was the
+ * driver's (issue 33). */
+Test(self_record, a_program_that_keeps_every_graph_is_recorded_into_copies, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("keep_every_graph_delta", 40, &o);
+    int recorded = by_recap(&o);
+    cr_expect_geq(recorded, 38, "%d of 40 captures recorded by recap", recorded);
+    cr_expect_eq(run_stat(o.stats, "cuStreamBeginCapture_v2"), 40 - recorded,
+                 "the driver captured %ld times for %d captures recap did not record",
+                 run_stat(o.stats, "cuStreamBeginCapture_v2"), 40 - recorded);
+    cr_expect_eq(run_stat(o.stats, "cuGraphClone"), recorded, "%ld copies for %d recorded",
+                 run_stat(o.stats, "cuGraphClone"), recorded);
+    cr_expect_eq(run_log_total(o.log, "reused"), 39, "every instantiation but the first reuses");
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "keeps the graphs it captures",
+                                 NULL), 1, "one warning says why recap copies graphs");
+    sr_done(&o);
+}
+
+/* Recordings describe their graph until the program edits some graph:
+ * node setters do not name the graph, so one edit outdates every
+ * recording of every site. That stop must be in the log. */
+Test(self_record, a_graph_edit_that_outdates_recordings_is_logged, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("mutate", 20, &o);
+    cr_expect_geq(run_count_lines(o.log, "\"event\":\"warning\"", "the program edited a graph",
+                                  "cuGraphKernelNodeSetParams", NULL), 1,
+                  "no warning names the edit that outdated the recordings");
     sr_done(&o);
 }
 
