@@ -10,7 +10,9 @@ and, from the site's timeline event, every capture per window of captures
 routine events leave out. Hovering a mark gives its figures and reason;
 each lane lists its fallback and fresh-capture reasons, its frames and
 NVTX range, and its totals as the table counts them. Where the log holds
-fewer events than the end event counts, the lane says so.
+fewer events than the end event counts, the lane says so. Processes of
+ranks that captured nothing get no group. Above the lanes, the totals per
+site, a line each (the whole label and the frames on hover).
 
 Large logs stay small: a lane draws at most MARKS marks per row (the page
 at most PAGE_MARKS); past that its logged events are drawn in bins, one
@@ -32,6 +34,13 @@ PLOT_X0, PLOT_X1 = 96, 990    # where capture numbers are drawn
 MARKS = 300                   # at most this many marks per row of a lane
 PAGE_MARKS = 1600             # ... and over the page's rows, lanes sharing it
 MIN_MARKS = 24
+# The totals table's label cell: one line of at most this many characters,
+# shortened as the text table shortens labels (file and line kept); a whole
+# label wrapped in the cell made each row several lines high. The whole
+# label and the site's frames are the cell's hover text. With the headers at
+# 10px that fits beside the other columns in a 1280-pixel window; narrower,
+# the cell cuts the label's end (CSS ellipsis) so that the table still fits.
+LABEL_CELL = 36
 
 # Capture paths as the page names and colours them, in drawing order.
 PATHS = (('recap', 'recorded by recap', '#2f9e44'),
@@ -62,10 +71,12 @@ code, pre { font: 12px/1.35 ui-monospace, "DejaVu Sans Mono", monospace; }
 .lane svg { width: 100%; height: auto; display: block; margin: 4px 0; }
 .wide { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 11px; }
-th, td { padding: 2px 5px; text-align: right; border-bottom: 1px solid #e9ecef; }
-th { font-weight: 600; }
+th, td { padding: 2px 4px; text-align: right; border-bottom: 1px solid #e9ecef; }
+th { font-weight: 600; font-size: 10px; }
 th:nth-child(-n+2), td:nth-child(-n+2) { text-align: left; }
-td.label { min-width: 8em; max-width: 28em; overflow-wrap: anywhere; }
+td.label { min-width: 8em; max-width: 0; width: 100%; white-space: nowrap; overflow: hidden;
+           text-overflow: ellipsis; }
+td.label[title] { cursor: help; }
 tr.groups th { font-weight: normal; color: #868e96; text-align: left;
                border-bottom: 1px solid #ced4da; }
 tr.total td { font-weight: 600; border-top: 2px solid #adb5bd; }
@@ -368,7 +379,8 @@ def reason_list(title, counter, note=''):
             f'</summary><ul>{items}</ul></details>')
 
 
-def frames_block(site):
+def frames_lines(site):
+    """The site's NVTX range, Python frames and C frames, a line each."""
     parts = []
     if site.nvtx:
         parts.append(f'NVTX range: {site.nvtx}')
@@ -380,10 +392,29 @@ def frames_block(site):
                                    if site.c_frames is not None and site.c_frames <
                                    len(site.frames) else '') + ':')
         parts += [f'  {f}' for f in site.frames]
+    return parts
+
+
+def frames_block(site):
+    parts = frames_lines(site)
     if not parts:
         return ''
     return (f'<details><summary>frames and range</summary><pre>{esc(chr(10).join(parts))}'
             '</pre></details>')
+
+
+def site_name(site):
+    """A site as the page names it: its label, else its first C frame."""
+    return site.label or '(no label)' + (f' · {site.frames[0]}' if site.frames else '')
+
+
+def label_cell(site):
+    """The table's label cell: the short label, and on hover (a title, which
+    keeps the page free of script) the whole label and every frame."""
+    name = site_name(site)
+    hover = '\n'.join([name] + frames_lines(site))
+    return (f'<td class="label" title="{esc(hover)}">'
+            f'{esc(report.shorten_label(name, LABEL_CELL))}</td>')
 
 
 def lane(number, proc_site, site, row, n, budget, advice, ended):
@@ -410,7 +441,7 @@ def lane(number, proc_site, site, row, n, budget, advice, ended):
                      'figures count logged events only.')
     sampled = ', sampled' if proc_site.fallbacks_logged < row['fallbacks'] and \
         not proc_site.fallback_reasons_exact else ''
-    label = site.label or '(no label)' + (f' · {site.frames[0]}' if site.frames else '')
+    label = site_name(site)
     return ''.join([
         f'<section class="lane" id="lane-{number}" '
         f'data-site="{esc(site.id)}" data-captures="{row["captures"]}" '
@@ -435,7 +466,8 @@ def lane(number, proc_site, site, row, n, budget, advice, ended):
 
 # ---- the page -----------------------------------------------------------------------
 
-def totals_table(rows, totals):
+def totals_table(rows, totals, sites):
+    """The table per site (sites: logs.sites, for the labels' frames)."""
     columns = report.COLUMNS
     groups = '<th colspan="2"></th>' + ''.join(
         f'<th colspan="{len(cols)}">{esc(name)}</th>' for name, cols in report.GROUPS)
@@ -446,9 +478,12 @@ def totals_table(rows, totals):
         cls = ' class="total"' if r['site'] == 'total' else ''
         cells = []
         for _, k in columns:
-            text = report.cell(r, k) if k != 'label' else (r.get('label') or '')
-            cells.append(f'<td class="label">{esc(text)}</td>' if k == 'label'
-                         else f'<td>{esc(text)}</td>')
+            if k != 'label':
+                cells.append(f'<td>{esc(report.cell(r, k))}</td>')
+            elif r['site'] in sites:
+                cells.append(label_cell(sites[r['site']]))
+            else:
+                cells.append('<td class="label"></td>')
         body.append(f'<tr{cls}>{"".join(cells)}</tr>')
     return f'<div class="wide"><table>{head}{"".join(body)}</table></div>'
 
@@ -476,20 +511,27 @@ def process_rows(logs, proc):
     return out
 
 
+def shown_processes(logs):
+    """The processes the page draws, ranks in order: those with sites, less
+    those of ranks that captured nothing (as in the text table)."""
+    idle, _ = report.captured_nothing(logs)
+    return sorted((p for p in logs.proc_sites if logs.proc_sites[p]
+                   and report.rank_name(logs.rank_of(p)) not in idle),
+                  key=lambda p: (logs.rank_of(p), repr(p)))
+
+
 def page(logs, paths, advise=None):
     """The whole page as text. advise(site, about) -> [Advice]: the advice
     for one process's site (about: the site over all processes)."""
     rows, totals, _, _ = report.report_rows(logs)
-    procs = sorted(set(logs.proc_sites) | set(logs.starts),
-                   key=lambda p: (logs.rank_of(p), repr(p)))
-    lanes = sum(len(logs.proc_sites.get(p, {})) for p in procs)
+    _, idle_procs = report.captured_nothing(logs)
+    procs = shown_processes(logs)
+    lanes = sum(len(logs.proc_sites[p]) for p in procs)
     budget = max(MIN_MARKS, min(MARKS, PAGE_MARKS // max(2 * lanes, 1)))
     order = {r['site']: i for i, r in enumerate(rows)}
     body, lanes_done = [], 1
     for proc in procs:
-        sites = logs.proc_sites.get(proc, {})
-        if not sites:
-            continue
+        sites = logs.proc_sites[proc]
         key = logs.rank_of(proc)
         start = logs.starts.get(proc, {})
         who = f'rank {key[1]}' if key[0] == 0 else f'pid {key[1]}'
@@ -518,6 +560,8 @@ def page(logs, paths, advise=None):
     names = ', '.join(paths)
     head = (f'<header><h1>recap report</h1><p class="meta">{esc(names)} &middot; '
             f'{len(logs.starts)} process(es), {ended} with an end event &middot; '
+            + (f'{idle_procs} process(es) captured nothing and are left out &middot; '
+               if idle_procs else '') +
             f'{len(logs.sites)} site(s) &middot; {num(logs.lines)} lines'
             + (f' &middot; {logs.malformed} malformed, first at {esc(logs.first_malformed)}'
                if logs.malformed else '') + '</p></header>')
@@ -526,7 +570,7 @@ def page(logs, paths, advise=None):
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f'<title>recap report: {esc(names)}</title><style>{CSS}</style></head>\n',
         f'<body data-sites="{len(logs.sites)}" data-lanes="{lanes}">', head,
-        '<h2>Totals per site</h2>', totals_table(rows, totals),
+        '<h2>Totals per site</h2>', totals_table(rows, totals, logs.sites),
         '<p class="meta">SAVED_MS: reuses &times; mean "new" instantiation time (the '
         'site\'s, else all sites\') minus the reuses\' own time.</p>',
         '<h2>Timeline</h2>', legend(), '\n'.join(body),

@@ -110,6 +110,20 @@ def report_rows(logs):
     return rows, totals, by_rank, rank_totals
 
 
+def captured_nothing(logs):
+    """The ranks whose processes captured nothing (a pytest worker that never
+    made a graph, a rank that never reached the captured step), by name,
+    and how many processes they are. A run of many processes has many of
+    them, and a row of zeros each would bury the rows that say something."""
+    procs = set(logs.starts) | set(logs.proc_sites) | set(logs.end_counts)
+    captures = {k: 0 for k in logs.ranks()}
+    for per_rank in logs.rank_sites.values():
+        for key, site in per_rank.items():
+            captures[key] += site.captures
+    idle = sorted(k for k, n in captures.items() if not n)
+    return [rank_name(k) for k in idle], sum(1 for p in procs if logs.rank_of(p) in idle)
+
+
 def rank_summary(logs):
     """One entry per rank: its launcher variable, world size, pids, files."""
     out = {}
@@ -140,6 +154,7 @@ def cmd_report(args):
         return write_html(args)
     logs = read_logs(args.logs)
     rows, totals, by_rank, rank_totals = report_rows(logs)
+    idle, idle_procs = captured_nothing(logs)
     for row in rows:
         row['advice'] = [dict(a._asdict()) for a in recap_advice.advise(logs.sites[row['site']])]
     if args.json:
@@ -147,13 +162,15 @@ def cmd_report(args):
                    'processes': len(logs.starts), 'warnings': logs.warnings,
                    'errors': logs.errors, 'unmatched': sorted(logs.unmatched),
                    'ranks': rank_summary(logs),
-                   'by_rank': by_rank, 'rank_totals': rank_totals}, sys.stdout, indent=1)
+                   'by_rank': by_rank, 'rank_totals': rank_totals,
+                   'processes_captured_nothing': idle_procs}, sys.stdout, indent=1)
         print()
     elif args.csv:
         write_csv(sys.stdout, rows, totals, by_rank, rank_totals)
     else:
         width = None if args.wide else shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
-        for line in report_text(logs, rows, totals, by_rank, rank_totals, width):
+        for line in report_text(logs, rows, totals, by_rank, rank_totals, width,
+                                (idle, idle_procs)):
             print(line)
     for problem in logs.unreadable:
         print(f'recap: cannot read {problem}', file=sys.stderr)
@@ -178,7 +195,7 @@ def write_html(args):
         print(f'recap: cannot write {args.html}: {e.strerror}', file=sys.stderr)
         return 1
     if args.html != '-':
-        lanes = sum(len(sites) for sites in logs.proc_sites.values())
+        lanes = sum(len(logs.proc_sites[p]) for p in recap_html.shown_processes(logs))
         print(f'recap: wrote {args.html} ({len(text.encode()) // 1024 + 1} KiB): '
               f'{len(logs.sites)} site(s), {lanes} lane(s), '
               f'{len(logs.starts)} process(es)')
@@ -216,6 +233,7 @@ COLUMNS = KEYS + tuple(c for _, cols in GROUPS for c in cols)
 # Never left out, even at 0: a 0 here is news.
 ALWAYS_SHOWN = ('captures', 'recaptured', 'fallbacks', 'reused', 'saved_us')
 DEFAULT_WIDTH = 100
+LEFT_OUT_NAMED = 8          # ranks named in the line on those that captured nothing
 MIN_LABEL = 30
 SEP = '  '
 
@@ -385,16 +403,23 @@ def site_table(rows, totals, width):
     return table_lines(KEYS, rows, [dict(totals, site='total', label='')], width)
 
 
-def rank_table(rows, totals, by_rank, rank_totals, width):
+def rank_table(rows, totals, by_rank, rank_totals, width, idle=()):
     """One table for a run of several ranks: per site, a row per rank and an
-    `all` row; below the rule, a total per rank and the total over all."""
+    `all` row; below the rule, a total per rank and the total over all.
+    The ranks named in idle (they captured nothing) get no rows. An `all`
+    row is left out where it would repeat the one rank row above it: with
+    many processes most sites are one process's own, and doubled rows
+    would hide the sites that several share."""
     keys = KEYS + (RANK_KEY,)
     lines = []
     for row in rows:
-        lines.extend(r for r in by_rank if r['site'] == row['site'])
-        lines.append(dict(row, rank='all'))
-    footer = [dict(t, site='total', label='') for t in rank_totals]
-    footer.append(dict(totals, site='total', label='', rank='all'))
+        shown = [r for r in by_rank if r['site'] == row['site'] and r['rank'] not in idle]
+        lines += shown
+        if len(shown) != 1:
+            lines.append(dict(row, rank='all'))
+    footer = [dict(t, site='total', label='') for t in rank_totals if t['rank'] not in idle]
+    if len(footer) != 1:
+        footer.append(dict(totals, site='total', label='', rank='all'))
     return table_lines(keys, lines, footer, width)
 
 
@@ -443,11 +468,20 @@ def fallback_lines(logs, rows, width):
     return out
 
 
-def footer_lines(logs, width):
+def footer_lines(logs, width, left_out=((), 0)):
+    """The lines below the table; left_out: the ranks the table left out
+    (they captured nothing) and how many processes they are."""
     out = ['']
     ended = sum(1 for k in logs.starts if k in logs.ends)
     out.append(f'{len(logs.starts)} process(es), {ended} with an end event; '
                f'{logs.lines} lines read; {len(logs.sites)} site(s)')
+    idle, idle_procs = left_out
+    if idle_procs:
+        named = [n if n.startswith('pid:') else f'rank {n}' for n in idle[:LEFT_OUT_NAMED]]
+        names = ', '.join(named) + (
+            f', and {len(idle) - LEFT_OUT_NAMED} more' if len(idle) > LEFT_OUT_NAMED else '')
+        out += wrapped(f'{idle_procs} process(es) captured nothing and are left out '
+                       f'({names})', width)
     if len(logs.starts) > ended:
         out.append(f'note: {len(logs.starts) - ended} process(es) have no end event '
                    '(killed, or still running)')
@@ -467,13 +501,16 @@ def footer_lines(logs, width):
     return out
 
 
-def report_text(logs, rows, totals, by_rank, rank_totals, width):
-    """Everything `recap report` prints without --json or --csv."""
+def report_text(logs, rows, totals, by_rank, rank_totals, width, left_out=((), 0)):
+    """Everything `recap report` prints without --json or --csv; left_out
+    as captured_nothing gives it (a single rank's table has no rank rows
+    to leave out)."""
     if rank_totals:
-        out, hidden = rank_table(rows, totals, by_rank, rank_totals, width)
+        out, hidden = rank_table(rows, totals, by_rank, rank_totals, width, left_out[0])
     else:
         out, hidden = site_table(rows, totals, width)
-    out += footer_lines(logs, width)
+        left_out = ((), 0)
+    out += footer_lines(logs, width, left_out)
     if hidden:
         out += wrapped(f'Not shown, 0 in every row: {", ".join(hidden)} (--wide shows every '
                        'column).', width)
@@ -537,6 +574,8 @@ CSV_KEYS = ('site', 'label', 'rank') + tuple(k for _, k in COLUMNS[2:] if k != '
 def write_csv(stream, rows, totals, by_rank, rank_totals):
     """The table's rows as CSV with the JSON's keys: per site a row per rank
     (several ranks only) and an `all` row, then the totals (site `total`).
+    Unlike the table it keeps every row, as the JSON does: a script picking
+    the `all` rows must find every site, and a rank's zeros are a fact.
     Times in microseconds; fallback_reasons as a JSON object."""
     out = csv.writer(stream, lineterminator='\n')
     out.writerow(CSV_KEYS)

@@ -21,8 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.environ['RECAP_SCRIPT']))
 from test_recap import Base, capture, ev, inst, recap  # noqa: E402
 from preload import preload_value  # noqa: E402  (test_recap put tests/support on the path)
-from test_report import end_entry, site, start  # noqa: E402
+from test_report import DECODE, INDUCTOR, end_entry, site, start  # noqa: E402
 import recap_html  # noqa: E402
+import recap_report  # noqa: E402
 
 A = '00000000000000aa'
 B = '00000000000000bb'
@@ -223,6 +224,59 @@ class Page(PageBase):
                      'a.py:3 (f)', 'b.py:9 (main)', 'C frames (the first 1 in the id):',
                      'app+0x10 step+0x4'):
             self.assertIn(want, frames)
+
+    def test_label_cell_short_whole_stack_on_hover(self):
+        python = {'version': '3.11', 'gil': 'held',
+                  'frames': ['/tmp/torchinductor_root/xq/cxqz.py:1022 (call)',
+                             '/usr/lib/torch/_inductor/cudagraph_trees.py:2087 (run)',
+                             '/home/user/train.py:40 (main)']}
+        c_frames = ['libcudart.so.13+0x76473 cudaStreamBeginCapture+0x1e3',
+                    'libtorch_cuda.so+0xcb2dfc _ZN2at4cuda9CUDAGraph13capture_begin+0x29c',
+                    'python3.11+0x18216f']
+        lines = [start(), ev('site', site=A, frames=c_frames, label=INDUCTOR, mode='auto',
+                             nvtx='decode', python=python, c_frames=2),
+                 capture(A, 'fresh', 1, reason='first capture'),
+                 ev('site', site=B, frames=['app+0x10 step+0x4', 'libc.so.6+0x2a'], label=None,
+                    mode='auto'),
+                 capture(B, 'fresh', 1, reason='first capture')]
+        _, root, _ = self.page(self.write('l.jsonl', lines))
+        table = root.find('table')[0]
+        cells = {tds[0].all_text(): tds[1] for tds in (tr.find('td') for tr in table.find('tr'))
+                 if tds}
+        a = cells[A]
+        self.assertIn('label', a.classes())
+        # The cell: the label as the text table shortens it, file and line kept.
+        self.assertEqual(a.all_text(), recap_report.shorten_label(INDUCTOR, recap_html.LABEL_CELL))
+        self.assertLessEqual(len(a.all_text()), recap_html.LABEL_CELL)
+        self.assertIn('.py:1022 (call)', a.all_text())
+        self.assertNotIn('cudagraph_trees', a.all_text())
+        # The hover: the whole label and every frame, a line each.
+        hover = a.attrs['title'].split('\n')
+        self.assertEqual(hover[0], INDUCTOR)
+        for want in ['NVTX range: decode'] + python['frames'] + c_frames:
+            self.assertIn(want, [line.strip() for line in hover])
+        b = cells[B]
+        self.assertEqual(b.all_text(), '(no label) · app+0x10 step+0x4')
+        self.assertIn('  libc.so.6+0x2a', b.attrs['title'].split('\n'))
+        self.assertEqual(cells['total'].all_text(), '')
+        self.assertNotIn('title', cells['total'].attrs)
+
+    def test_processes_that_captured_nothing_get_no_group(self):
+        logs = [self.write(f'p{pid}.jsonl', [
+            start(pid=pid), site(A, DECODE, pid=pid), capture(A, 'fresh', 1, pid=pid),
+            capture(A, 'recapture', 2, pid=pid),
+            ev('end', pid=pid, sites=[end_entry(A, 2, 0)], totals={})]) for pid in (10, 11)]
+        logs += [self.write(f'p{pid}.jsonl', [start(pid=pid), ev('end', pid=pid, sites=[],
+                                                                  totals={})])
+                 for pid in range(12, 15)]
+        _, root, r = self.page(*logs)
+        self.assertEqual([g.attrs['data-pid'] for g in root.find('section', 'group')],
+                         ['10', '11'])
+        self.assertIn('3 process(es) captured nothing and are left out',
+                      root.find('header')[0].all_text())
+        self.assertIn('2 lane(s), 5 process(es)', r.stdout)
+        _, root, _ = self.page(*logs[:2])
+        self.assertNotIn('left out', root.find('header')[0].all_text())
 
     def test_large_logs_are_binned_and_small(self):
         lines = [start(), site(A, 'x.py:1 (f)')]

@@ -23,8 +23,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_html import PageBase, Tree, marks, standin_run  # noqa: E402
-from test_recap import recap  # noqa: E402
-from test_report import site, start  # noqa: E402
+from test_recap import capture, ev, recap  # noqa: E402
+from test_report import DECODE, INDUCTOR, SHORT, end_entry, site, start  # noqa: E402
 
 
 def load_screenshot_module():
@@ -36,10 +36,22 @@ def load_screenshot_module():
     return module
 
 
+A1, A2, A3, A4 = (f'00000000000000a{n}' for n in range(1, 5))
+
 shot = load_screenshot_module()
 CHROMIUM = shot.find_chromium()
 
 GREEN = bytes((0x2f, 0x9e, 0x44))     # recorded by recap
+
+# Added by the test to its copy of a page: the height of each row of the
+# totals table and whether the table fits its box, for the DOM dump.
+MEASURE = '''<script>addEventListener('load', function () {
+  var t = document.querySelector('table'), b = document.body;
+  b.dataset.rows = Array.prototype.map.call(t.querySelectorAll('tr'), function (r) {
+    return (r.cells[0].textContent || '-') + '=' + r.getBoundingClientRect().height;
+  }).join(' ');
+  b.dataset.tableFits = t.getBoundingClientRect().width <= t.parentNode.clientWidth;
+});</script>'''
 
 
 class Browser(PageBase):
@@ -114,6 +126,41 @@ class Browser(PageBase):
         # The legend's square holds 121 pixels of it; the lanes' "all
         # captures" strips are green across the plot.
         self.assertGreater(green, 2000, 'the captures recap recorded are not drawn')
+
+    def test_label_rows_one_line_high(self):
+        # Long labels (torch.compile's, an NVTX range over a deep path), a
+        # short one and none, from several processes: every row of the
+        # totals table as high as the total row, which has no label.
+        logs = []
+        for pid, sites in ((10, ((A1, INDUCTOR), (A2, DECODE))), (11, ((A1, INDUCTOR),)),
+                           (12, ((A3, SHORT), (A4, None)))):
+            lines = [start(pid=pid)]
+            for sid, label in sites:
+                python = {'python': {'version': '3.11', 'gil': 'held',
+                                     'frames': ['/a/b.py:1 (f)']}} if label else {}
+                lines.append(ev('site', pid=pid, site=sid, label=label, mode='auto',
+                                frames=['libcudart.so.13+0x2082b', 'python3.11+0x18216f'],
+                                **python))
+                lines += [capture(sid, 'fresh' if s == 1 else 'recapture', s, pid=pid)
+                          for s in (1, 2, 3)]
+            lines.append(ev('end', pid=pid, sites=[end_entry(sid, 3, 0) for sid, _ in sites],
+                            totals={}))
+            logs.append(self.write(f'p{pid}.jsonl', lines))
+        page = os.path.join(self.dir, 'labels.html')
+        self.assertEqual(recap('report', '--html', page, *logs).returncode, 0)
+        with open(page, encoding='utf-8') as f:
+            text = f.read()
+        measured = os.path.join(self.dir, 'measured.html')
+        with open(measured, 'w', encoding='utf-8') as f:
+            f.write(text.replace('</body>', MEASURE + '</body>'))
+        (body,) = Tree(shot.dump_dom(CHROMIUM, measured)).root.find('body')
+        heights = dict(cell.rsplit('=', 1) for cell in body.attrs['data-rows'].split())
+        line = float(heights['total'])
+        self.assertEqual(sorted(k for k in heights if k not in ('-', 'SITE', 'total')),
+                         sorted((A1, A2, A3, A4)))
+        for sid in (A1, A2, A3, A4):
+            self.assertAlmostEqual(float(heights[sid]), line, delta=1.5, msg=(sid, heights))
+        self.assertEqual(body.attrs['data-table-fits'], 'true', 'the table fits the page')
 
     def test_screenshot_from_logs(self):
         log = standin_run(self, 'alternate', 80, os.path.join(self.dir, 'a.jsonl'))

@@ -226,6 +226,114 @@ class Csv(Base):
         self.assertIn('not allowed with argument', r.stderr)
 
 
+class ManyProcesses(Base):
+    """Logs of many processes (a pytest run, many short runs, a job of many
+    ranks): in the table, an `all` row only for a site that two processes or
+    more share, and no rows for the processes that captured nothing (a line
+    counts them); --json and --csv keep every row."""
+
+    def many(self, idle=4, capturing=(10, 11, 12)):
+        """pids 10 and 11 share site A (their end events count it); pid 12
+        alone has C (counted from its events: killed before its end event);
+        pids 13 on captured nothing: started and ended, the last killed after
+        a warning."""
+        logs = []
+        for pid in capturing:
+            if pid == 12:
+                lines = [start(pid=pid), site(C, SHORT, pid=pid)] + [
+                    capture(C, 'fresh' if seq == 1 else 'recapture', seq, pid=pid)
+                    for seq in (1, 2, 3)]
+            else:
+                lines = [start(pid=pid), site(A, DECODE, pid=pid),
+                         capture(A, 'fresh', 1, pid=pid),
+                         ev('end', pid=pid, sites=[end_entry(A, 20 + pid, 2)], totals={})]
+            logs.append(self.write(f'recap-{pid}.jsonl', lines))
+        for pid in range(13, 13 + idle):
+            last = (ev('end', pid=pid, sites=[], totals={}) if pid < 12 + idle else
+                    ev('warning', pid=pid, site=None, message='no driver'))
+            logs.append(self.write(f'recap-{pid}.jsonl', [start(pid=pid), last]))
+        return logs
+
+    def rows(self, *logs):
+        """The --wide table's rows as (site, rank, captures), and the text."""
+        r = recap('report', '--wide', *logs)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (block,) = table_blocks(r.stdout)
+        _, header, rows = block
+        self.assertEqual(header[:3], ['SITE', 'LABEL', 'RANK'])
+        # The totals have no label: one cell fewer.
+        return [tuple(row[:1] + row[1 + (row[0] != 'total'):][:2]) for row in rows], r.stdout
+
+    def test_all_row_only_where_processes_share_a_site(self):
+        rows, text = self.rows(*self.many())
+        self.assertEqual(rows, [(A, 'pid:10', '30'), (A, 'pid:11', '31'), (A, 'all', '61'),
+                                (C, 'pid:12', '3'),
+                                ('total', 'pid:10', '30'), ('total', 'pid:11', '31'),
+                                ('total', 'pid:12', '3'), ('total', 'all', '64')])
+        self.assertIn('4 process(es) captured nothing and are left out (pid:13, pid:14, '
+                      'pid:15, pid:16)', ' '.join(text.split()))
+        self.assertIn('7 process(es), 5 with an end event', text)
+
+    def test_one_process_captured(self):
+        # Its rows are the totals: no `all` row repeats them.
+        rows, text = self.rows(*self.many(idle=3, capturing=(10,)))
+        self.assertEqual(rows, [(A, 'pid:10', '30'), ('total', 'pid:10', '30')])
+        self.assertIn('3 process(es) captured nothing and are left out (pid:13, pid:14, '
+                      'pid:15)', ' '.join(text.split()))
+
+    def test_many_left_out_named_up_to_eight(self):
+        rows, text = self.rows(*self.many(idle=20))
+        self.assertEqual(len(rows), 8)
+        self.assertIn('20 process(es) captured nothing and are left out (pid:13, pid:14, '
+                      'pid:15, pid:16, pid:17, pid:18, pid:19, pid:20, and 12 more)',
+                      ' '.join(text.split()))
+        for line in recap('report', *self.many(idle=20)).stdout.splitlines():
+            self.assertLessEqual(len(line), 100, line)
+
+    def test_ranks_that_captured_nothing(self):
+        # Four ranks: A on 0 and 1, C on 2 alone, rank 3 never captured.
+        logs = [self.write(f'r{rank}.jsonl', [
+            start(pid=50 + rank, rank=rank, rank_var='RANK', world_size=4),
+            ev('end', pid=50 + rank,
+               sites=[end_entry(A if rank < 2 else C, 10 + rank, 1)] if rank < 3 else [],
+               totals={})]) for rank in range(4)]
+        rows, text = self.rows(*logs)
+        self.assertEqual(rows, [(A, '0', '10'), (A, '1', '11'), (A, 'all', '21'), (C, '2', '12'),
+                                ('total', '0', '10'), ('total', '1', '11'), ('total', '2', '12'),
+                                ('total', 'all', '33')])
+        self.assertIn('1 process(es) captured nothing and are left out (rank 3)', text)
+        self.assertNotIn('no log from rank', text, 'rank 3 wrote a log')
+
+    def test_one_process_that_captured_nothing_keeps_the_plain_table(self):
+        r = recap('report', '--wide', self.many(idle=1, capturing=())[0])
+        self.assertEqual(r.stdout.splitlines()[1].split()[:3], ['SITE', 'LABEL', 'CAPTURES'])
+        self.assertIn('total', r.stdout)
+        self.assertNotIn('left out', r.stdout, 'no rank rows to leave out')
+
+    def test_json_and_csv_keep_every_row(self):
+        # Scripts read every site's `all` row and every rank's total, zeros
+        # included; the JSON counts the processes the table leaves out.
+        logs = self.many()
+        data = json.loads(recap('report', '--json', *logs).stdout)
+        self.assertEqual(data['processes_captured_nothing'], 4)
+        self.assertEqual(data['processes'], 7)
+        self.assertEqual([(s['site'], s['captures']) for s in data['sites']], [(A, 61), (C, 3)])
+        self.assertEqual([(r['site'], r['rank']) for r in data['by_rank']],
+                         [(A, 'pid:10'), (A, 'pid:11'), (C, 'pid:12')])
+        self.assertEqual([(t['rank'], t['captures']) for t in data['rank_totals']],
+                         [('pid:10', 30), ('pid:11', 31), ('pid:12', 3), ('pid:13', 0),
+                          ('pid:14', 0), ('pid:15', 0), ('pid:16', 0)])
+        rows = list(csv.DictReader(io.StringIO(recap('report', '--csv', *logs).stdout)))
+        self.assertEqual([(r['site'], r['rank'], r['captures']) for r in rows], [
+            (A, 'pid:10', '30'), (A, 'pid:11', '31'), (A, 'all', '61'),
+            (C, 'pid:12', '3'), (C, 'all', '3'),
+            ('total', 'pid:10', '30'), ('total', 'pid:11', '31'), ('total', 'pid:12', '3'),
+            ('total', 'pid:13', '0'), ('total', 'pid:14', '0'), ('total', 'pid:15', '0'),
+            ('total', 'pid:16', '0'), ('total', 'all', '64')])
+        data = json.loads(recap('report', '--json', self.many(idle=1, capturing=())[0]).stdout)
+        self.assertEqual(data['processes_captured_nothing'], 1)
+
+
 class FallbackReasons(Base):
     def events(self, n, reasons, first_seq=2):
         return [capture(A, 'fallback', first_seq + i, reason=reasons[i % len(reasons)])
