@@ -11,7 +11,7 @@
  *                                separated by a space or tab, is a comment
  *
  * Keys: mode (auto|recapture|update|observe|off), max_graphs (1..64),
- * self_record (on|off),
+ * self_record (on|off), keep_memory ([defaults] only: on|off),
  * stack_depth (1..SITE_MAX_DEPTH, [defaults] only), cache_budget ([defaults]
  * only: a whole number of bytes with an optional unit B, KiB, MiB, GiB,
  * TiB, KB, MB, GB or TB, at most 1 PiB, or a whole percentage 0..100 of
@@ -46,10 +46,11 @@
 #define CONF_SHOWN 48                  /* input bytes quoted in a message */
 
 enum conf_key { KEY_MODE, KEY_MAX_GRAPHS, KEY_STACK_DEPTH, KEY_LABEL, KEY_CACHE_BUDGET,
-                KEY_PYTHON_SKIP, KEY_SELF_RECORD, KEY_COUNT };
+                KEY_PYTHON_SKIP, KEY_SELF_RECORD, KEY_KEEP_MEMORY, KEY_COUNT };
 
 static const char *const conf_key_names[KEY_COUNT] = {
     "mode", "max_graphs", "stack_depth", "label", "cache_budget", "python_skip", "self_record",
+    "keep_memory",
 };
 
 static const char *const conf_mode_names[] = {
@@ -408,8 +409,8 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
         return conf_fail(p, "found unknown key %s, expected %s",
                          conf_q(key, key_len, q, sizeof q),
                          p->section == SECTION_DEFAULTS
-                             ? "mode, max_graphs, stack_depth, cache_budget, python_skip or "
-                               "self_record"
+                             ? "mode, max_graphs, stack_depth, cache_budget, python_skip, "
+                               "self_record or keep_memory"
                              : "mode, max_graphs, self_record or label");
     if (k == KEY_STACK_DEPTH && p->section == SECTION_SITE)
         return conf_fail(p, "found stack_depth in a [site] section, expected it only in "
@@ -417,6 +418,9 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
     if (k == KEY_CACHE_BUDGET && p->section == SECTION_SITE)
         return conf_fail(p, "found cache_budget in a [site] section, expected it only in "
                          "[defaults] (one budget holds for all sites)");
+    if (k == KEY_KEEP_MEMORY && p->section == SECTION_SITE)
+        return conf_fail(p, "found keep_memory in a [site] section, expected it only in "
+                         "[defaults] (kept memory shares one budget)");
     if (k == KEY_PYTHON_SKIP && p->section == SECTION_SITE)
         return conf_fail(p, "found python_skip in a [site] section, expected it only in "
                          "[defaults] (it decides what the sites are)");
@@ -432,7 +436,7 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
                          : k == KEY_LABEL ? "a label"
                          : k == KEY_CACHE_BUDGET ? "a size such as 512MiB or a share such as 2%"
                          : k == KEY_PYTHON_SKIP ? "path fragments separated by commas"
-                         : k == KEY_SELF_RECORD ? "on or off"
+                         : k == KEY_SELF_RECORD || k == KEY_KEEP_MEMORY ? "on or off"
                          : "a number");
     p->key_line[k] = p->line;
 
@@ -481,6 +485,13 @@ static int conf_key_line(struct conf_parser *p, const char *s, size_t n)
             return 0;
         }
         return conf_fail(p, "found self_record = %s, expected on or off",
+                         conf_q(value, value_len, q, sizeof q));
+    case KEY_KEEP_MEMORY:
+        if (conf_equals(value, value_len, "on") || conf_equals(value, value_len, "off")) {
+            conf->keep_memory = conf_equals(value, value_len, "on") ? CONF_ON : CONF_OFF;
+            return 0;
+        }
+        return conf_fail(p, "found keep_memory = %s, expected on or off",
                          conf_q(value, value_len, q, sizeof q));
     default:
         return conf_value_label(p, value, value_len, site);

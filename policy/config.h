@@ -59,6 +59,7 @@ struct conf_file {
     struct conf_budget cache_budget;
     char python_skip[CONF_PYTHON_SKIP_MAX];   /* "": not set; comma-separated */
     enum conf_switch self_record;
+    enum conf_switch keep_memory;
     struct conf_site *sites;       /* owned; freed by conf_free */
     size_t nsites;
 };

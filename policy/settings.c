@@ -255,6 +255,7 @@ static void settings_defaults(struct recap_settings *s)
     memset(s, 0, sizeof *s);
     s->mode = RECAP_MODE_AUTO;
     s->self_record = 1;
+    s->keep_memory = 1;
     s->sites_filter = SITES_ALL;
     settings_copy(s->sites_text, sizeof s->sites_text, "all");
     settings_copy(s->log_template, sizeof s->log_template, SETTINGS_DEFAULT_LOG);
@@ -309,6 +310,21 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
         }
     }
 
+    const char *keep = settings_env(envp, "RECAP_KEEP_MEMORY");
+    if (!off && keep != NULL && keep[0] != '\0' &&
+        settings_check_text(s, errfd, "RECAP_KEEP_MEMORY", keep, 8, "on or off") == 0) {
+        s->keep_memory_from_env = 1;
+        if (strcmp(keep, "on") == 0 || strcmp(keep, "1") == 0)
+            s->keep_memory = 1;
+        else if (strcmp(keep, "off") == 0 || strcmp(keep, "0") == 0)
+            s->keep_memory = 0;
+        else {
+            s->keep_memory_from_env = 0;
+            settings_complain(s, errfd, "RECAP_KEEP_MEMORY", keep, "found an unknown value, "
+                              "expected on or off");
+        }
+    }
+
     const char *config = settings_env(envp, "RECAP_CONFIG");
     if (!off && config != NULL &&
         settings_check_text(s, errfd, "RECAP_CONFIG", config, sizeof s->config_path,
@@ -330,6 +346,8 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
             /* Environment over [defaults], as for the mode. */
             if (s->conf.self_record != CONF_UNSET && !s->self_record_from_env)
                 s->self_record = s->conf.self_record == CONF_ON;
+            if (s->conf.keep_memory != CONF_UNSET && !s->keep_memory_from_env)
+                s->keep_memory = s->conf.keep_memory == CONF_ON;
         }
     }
 

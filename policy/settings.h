@@ -34,6 +34,10 @@
  * every site (the safe direction, as RECAP_MODE=observe for the mode);
  * otherwise a site's own [site ID] self_record, then RECAP_SELF_RECORD=on,
  * then [defaults] self_record.
+ * keep_memory, default on: device memory a site's captures allocate is
+ * kept when the program frees it and handed back to the site's next
+ * capture (shim/kept_memory.h). RECAP_KEEP_MEMORY over [defaults]
+ * keep_memory.
  * A bad RECAP_LOG template leaves the default template in place (observe
  * mode still logs, so the problem is visible there too).
  */
@@ -85,6 +89,8 @@ struct recap_settings {
     int verbose;
     int self_record;                /* default per site: recap records repeat captures */
     int self_record_from_env;       /* self_record came from a valid RECAP_SELF_RECORD */
+    int keep_memory;                /* keep device memory between a site's captures */
+    int keep_memory_from_env;
     int max_graphs;                 /* default per site; 0: working set */
     int stack_depth;
     struct conf_budget cache_budget; /* set: from [defaults] */

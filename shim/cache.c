@@ -150,6 +150,40 @@ static void budget_settle(size_t device_total)
     pthread_mutex_unlock(&cache_lock);
 }
 
+static unsigned long long kept_memory_bytes;   /* under cache_lock */
+
+int cache_reserve_kept_memory(size_t bytes)
+{
+    pthread_mutex_lock(&cache_lock);
+    int fits = released_bytes + kept_memory_bytes + bytes <= budget_now();
+    if (fits)
+        kept_memory_bytes += bytes;
+    pthread_mutex_unlock(&cache_lock);
+    return fits;
+}
+
+void cache_charge_kept_memory(long long bytes)
+{
+    pthread_mutex_lock(&cache_lock);
+    kept_memory_bytes += (unsigned long long)bytes;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+int cache_site_holds_any(const struct site *site)
+{
+    int holds = 0;
+    pthread_mutex_lock(&cache_lock);
+    for (int k = 0; k < CACHE_KINDS && !holds; k++) {
+        const struct hmap *m = &kinds[k].by_handle;
+        for (size_t i = 0; i < m->cap && !holds; i++) {
+            const struct cache_entry *e = m->slots[i].value;
+            holds = m->slots[i].key && e->site == site && e->state != CACHE_RELEASED;
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return holds;
+}
+
 unsigned long long cache_budget_bytes(void)
 {
     pthread_mutex_lock(&cache_lock);
@@ -956,13 +990,21 @@ int cache_release_all(void)
     return n;
 }
 
+static int (*release_first)(void);
+
+void cache_release_first_with(int (*first)(void))
+{
+    release_first = first;
+}
+
 int cache_release_for_oom(void)
 {
+    int kept = release_first ? release_first() : 0;
     int n = cache_release_all();
     if (n)
         event_warning(NULL, "device memory exhausted: released %d cached graphs and "
                             "executable graphs, retrying the allocation", n);
-    return n;
+    return kept + n;
 }
 
 void cache_site_drop(struct site *site)
@@ -1018,6 +1060,7 @@ void cache_after_fork_child(void)
     lru_oldest = lru_newest = NULL;
     released_total = 0;
     released_bytes = released_bytes_peak = 0;
+    kept_memory_bytes = 0;
 }
 
 void cache_site_gate_changed(struct site *site, enum gate_change change)

@@ -282,6 +282,18 @@ void cache_probe_begin(struct cache_probe *p, struct site *site);
  * floor. */
 unsigned long long cache_probe_end(struct cache_probe *p, struct site *site, long nodes);
 
+/* Device memory recap keeps for sites' next captures (shim/kept_memory.h)
+ * shares the budget with released objects: a reservation succeeds (1) when
+ * the block fits beside what is released and kept now, and is charged
+ * until given back with a negative charge. Released objects are evicted by
+ * their own bytes only: kept memory never pushes a graph out. */
+int cache_reserve_kept_memory(size_t bytes);
+void cache_charge_kept_memory(long long bytes);
+
+/* Whether the program holds a graph or executable graph of the site (or a
+ * capture holds one it took). */
+int cache_site_holds_any(const struct site *site);
+
 /* The budget in bytes (settled once the device's memory is known), and
  * the most that released objects were charged at once. */
 unsigned long long cache_budget_bytes(void);
@@ -313,8 +325,11 @@ struct site_cache_counts cache_site_counts(struct site *site);
 int cache_release_all(void);
 
 /* cache_release_all with a warning in the log: for an allocation that
- * failed for memory, retried only when the count says that can help. */
+ * failed for memory, retried only when the count says that can help. What
+ * `first` releases (the lifecycle sets it: memory kept for sites' next
+ * captures, shim/kept_memory.h) goes before, and counts. */
 int cache_release_for_oom(void);
+void cache_release_first_with(int (*first)(void));
 
 void cache_after_fork_child(void);
 

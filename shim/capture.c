@@ -29,6 +29,7 @@
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/graph_copy.h"
+#include "shim/kept_memory.h"
 #include "shim/exec_reuse.h"
 #include "shim/observed.h"
 #include "shim/phase_clock.h"
@@ -896,6 +897,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     cap->mode = mode;
     cap->site = site;
     cap->t0 = runtime_now_us();
+    kmem_capture_began(site);
 
     PHASE_MARK(PHASE_BEGIN_RECORD, t_site, t_record);
     enum gate_change change;
@@ -1238,6 +1240,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
         return end_real(id, stream, phGraph);
 
     PHASE_MARK_START(t_entry);
+    kmem_capture_ended();
     struct stream_ref s = ctab_stream_ref(id, stream);
     if (observed_any()) {
         struct observed_capture o;

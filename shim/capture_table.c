@@ -88,6 +88,11 @@ struct capture *ctab_new(void)
     return cap;
 }
 
+int ctab_any_active(void)
+{
+    return __atomic_load_n(&nactive, __ATOMIC_RELAXED) != 0;
+}
+
 int ctab_register(struct capture *cap)
 {
     int registered = 0;

@@ -123,6 +123,9 @@ static inline int capture_any_journaled(void)
     return __atomic_load_n(&ctab_journaled, __ATOMIC_RELAXED) != 0;
 }
 
+/* Whether any capture is registered (recap follows it, journaled or not). */
+int ctab_any_active(void);
+
 /* Number of registered captures recap records itself: calls that a driver
  * capture would refuse (shim/capture_guard.h) look at captures only when
  * it is nonzero. */

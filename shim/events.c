@@ -405,8 +405,22 @@ struct end_walk {
     struct jlog_line *line;
     struct site_counters total;
     struct site_cache_counts cache_total;
+    struct site_memory_counts memory_total;
     const struct event_end_above *above;
 };
+
+/* Device memory of the site's captures (shim/kept_memory.h): allocations
+ * tracked, frees kept, allocations served from kept memory and their bytes. */
+static void memory_json(struct jlog_line *l, const struct site_memory_counts *m)
+{
+    jlog_u64(l, "memory_tracked", m->tracked);
+    jlog_u64(l, "memory_kept", m->kept);
+    jlog_u64(l, "memory_reused", m->reused);
+    jlog_u64(l, "memory_reused_bytes", m->reused_bytes);
+    jlog_u64(l, "memory_not_kept", m->not_kept);
+    if (m->not_kept_reason)
+        jlog_str(l, "memory_not_kept_reason", m->not_kept_reason);
+}
 
 static void end_one_site(struct site *site, void *arg)
 {
@@ -420,11 +434,13 @@ static void end_one_site(struct site *site, void *arg)
     unsigned long other = site->fallback_other;
     pthread_mutex_unlock(&site->lock);
     struct site_cache_counts kept = w->above->site_counts(site);
+    struct site_memory_counts memory = w->above->memory_counts(site);
     jlog_object_begin(w->line, NULL);
     jlog_site(w->line, "site", site->id);
     counters_json(w->line, &c);
     jlog_u64(w->line, "kept", kept.kept);
     jlog_u64(w->line, "evicted", kept.evicted);
+    memory_json(w->line, &memory);
     if (c.fallbacks) {
         /* Exact counts by reason: capture events are sampled. */
         jlog_object_begin(w->line, "fallback_reasons");
@@ -436,6 +452,9 @@ static void end_one_site(struct site *site, void *arg)
     }
     jlog_object_end(w->line);
     w->cache_total.kept += kept.kept, w->cache_total.evicted += kept.evicted;
+    w->memory_total.tracked += memory.tracked, w->memory_total.kept += memory.kept;
+    w->memory_total.reused += memory.reused, w->memory_total.reused_bytes += memory.reused_bytes;
+    w->memory_total.not_kept += memory.not_kept;
     struct site_counters *t = &w->total;
     t->captures += c.captures, t->recaptured += c.recaptured, t->fallbacks += c.fallbacks;
     t->by_recap += c.by_recap;
@@ -482,6 +501,7 @@ void event_end(const struct event_end_above *above)
     counters_json(&l, &w.total);
     jlog_u64(&l, "kept", w.cache_total.kept);
     jlog_u64(&l, "evicted", w.cache_total.evicted);
+    memory_json(&l, &w.memory_total);
     jlog_u64(&l, "budget_bytes", above->budget_bytes);
     jlog_u64(&l, "kept_bytes_peak", above->kept_bytes_peak);
     jlog_object_end(&l);

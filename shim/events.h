@@ -66,6 +66,7 @@ void event_error(const struct site *site, const char *fmt, ...)
  * interposition): the lifecycle gathers it, so events never calls them. */
 struct event_end_above {
     struct site_cache_counts (*site_counts)(struct site *site);
+    struct site_memory_counts (*memory_counts)(struct site *site);
     unsigned long long budget_bytes, kept_bytes_peak;
     unsigned long resolved_dlsym;      /* wrappers dlsym handed out */
     unsigned long resolved_procaddr;   /* cuGetProcAddress answers */

@@ -21,8 +21,14 @@ ROLES_WITH_WRAPPER = {
     "proc_v1", "proc_v2", "begin", "begin_v1", "end", "query", "op", "alloc",
     "graph_destroy", "exec_destroy", "inst_flags", "inst_params",
     "inst_legacy", "exec_mutate", "graph_mutate", "graph_read", "uobj_retain", "uobj_release",
-    "guard", "release",
+    "guard", "release", "meminfo",
 }
+# "+keep=K" on any row: device memory kept between a site's captures
+# (shim/kept_memory.h). alloc: an allocation inside a capture may be served
+# from kept memory, and what the driver allocates there is tracked; free:
+# a free of tracked memory may be kept. Wraps whatever the role generates.
+KEEP_KINDS = {"alloc": [("CUdeviceptr *", None), ("size_t", None)],
+              "free": [("CUdeviceptr", None)]}
 ROLES = ROLES_WITH_WRAPPER | {"call"}
 OP_KINDS = {"plain", "kernel", "kernel_ex", "struct", "event_record",
             "stream_wait", "alloc", "opaque", "launch"}
@@ -51,6 +57,11 @@ class Entry:
         self.struct_param = None
         self.oom = False
         self.hold = None
+        self.keep = None
+        m = re.search(r"\+keep=(\w+)", role)
+        if m:
+            self.keep = m.group(1)
+            role = role.replace(m.group(0), "")
         if "@" in role:
             role, self.stream_expr = role.split("@", 1)
         if ":" in role:
@@ -109,6 +120,15 @@ class Entry:
             if not streams:
                 fail(self.lineno, "no CUstream parameter; give @EXPR")
             self.stream_expr = streams[0]
+        if self.keep is not None:
+            want = KEEP_KINDS.get(self.keep)
+            if want is None:
+                fail(self.lineno, "+keep=K needs K among %s" % sorted(KEEP_KINDS))
+            if [t for t, _ in self.params] != [t for t, _ in want] or self.ret != "CUresult":
+                fail(self.lineno, "+keep=%s needs CUresult (%s)" % (
+                    self.keep, ", ".join(t for t, _ in want)))
+        if self.role == "meminfo" and [t for t, _ in self.params] != ["size_t *", "size_t *"]:
+            fail(self.lineno, "meminfo is cuMemGetInfo's (size_t *free, size_t *total)")
         if self.kind == "struct":
             names = [n for _, n in self.params]
             if self.struct_param not in names:
@@ -224,7 +244,7 @@ enum drv_role {
     DRV_ROLE_CALL, DRV_ROLE_PROC, DRV_ROLE_BEGIN, DRV_ROLE_END, DRV_ROLE_QUERY,
     DRV_ROLE_OP, DRV_ROLE_ALLOC, DRV_ROLE_GRAPH_DESTROY, DRV_ROLE_EXEC_DESTROY,
     DRV_ROLE_INSTANTIATE, DRV_ROLE_EXEC_MUTATE, DRV_ROLE_GRAPH_MUTATE, DRV_ROLE_GRAPH_READ,
-    DRV_ROLE_GUARD, DRV_ROLE_RELEASE
+    DRV_ROLE_GUARD, DRV_ROLE_RELEASE, DRV_ROLE_MEMINFO
 };
 
 /* What a release call (role release:K, or a guard row's +hold=K) destroys
@@ -360,7 +380,7 @@ ROLE_ENUM = {
     "inst_params": "INSTANTIATE", "inst_legacy": "INSTANTIATE",
     "exec_mutate": "EXEC_MUTATE", "graph_mutate": "GRAPH_MUTATE", "graph_read": "GRAPH_READ",
     "uobj_retain": "GRAPH_MUTATE", "uobj_release": "GRAPH_MUTATE",
-    "guard": "GUARD", "release": "RELEASE",
+    "guard": "GUARD", "release": "RELEASE", "meminfo": "MEMINFO",
 }
 
 
@@ -461,6 +481,29 @@ def graph_call_check(e):
     return "capture_before_graph_call(%s);\n    " % (graphs[0] if graphs else "NULL")
 
 
+def keep_wrapped(e, body):
+    """A +keep row's statements around the role's own (`body`, made a
+    static function of its own: an allocation served from kept memory
+    never reaches it, and one that does is tracked after it)."""
+    names = [n for _, n in e.params]
+    if e.keep == "alloc":
+        ptr, size = names
+        # Served from kept memory only where the driver would have let the
+        # thread allocate mid-capture: in relaxed mode (as a caching
+        # allocator switches to for it).
+        return ("if (kmem_capturing()) {\n"
+                "        if (kmem_take(%s, %s, capture_thread_mode() == CU_STREAM_CAPTURE_MODE_RELAXED))\n"
+                "            return CUDA_SUCCESS;\n"
+                "        CUresult r = %s_role(%s);\n"
+                "        if (r == CUDA_SUCCESS && %s)\n            kmem_track(*%s, %s);\n"
+                "        return r;\n    }\n    return %s_role(%s);"
+                % (ptr, size, e.symbol, args(e), ptr, ptr, size, e.symbol, args(e)))
+    (ptr,) = names
+    return ("if (kmem_tracking()) {\n        CUresult answer;\n"
+            "        if (kmem_keep(%s, &answer))\n            return answer;\n    }\n"
+            "    return %s_role(%s);" % (ptr, e.symbol, args(e)))
+
+
 def wrapper_body(e):
     """The statements of one exported wrapper, by role."""
     call = "%s(%s)" % (real(e), args(e))
@@ -530,6 +573,11 @@ def wrapper_body(e):
                                         % (e.symbol, call))
     if e.role == "graph_read":
         return graph_call_check(e) + "self_record_graphs_current();\n    return %s;" % call
+    if e.role == "meminfo":
+        free, total = [n for _, n in e.params]
+        return ("CUresult r = %s;\n    if (r == CUDA_SUCCESS && %s && %s && kmem_tracking())\n"
+                "        *%s = kmem_free_as_seen(*%s, *%s);\n    return r;"
+                % (call, free, total, free, free, total))
     if e.role in ("uobj_retain", "uobj_release"):
         return ("CUresult r = %s;\n    if (r == CUDA_SUCCESS && !runtime_passthrough)\n"
                 "        uobj_note_%s(graph, object, count);\n    return r;"
@@ -552,8 +600,13 @@ def gen_wrappers(entries):
     for e in entries:
         if not e.wrapped:
             continue
+        body = wrapper_body(e)
+        if e.keep:
+            o.append("static inline %s %s_role(%s)\n{\n    %s\n}\n\n" % (
+                e.ret, e.symbol, decl(e), body))
+            body = keep_wrapped(e, body)
         o.append("RECAP_EXPORT %s CUDAAPI %s(%s)\n{\n    LIFECYCLE_ENSURE_STARTED();\n    %s\n}\n\n" % (
-            e.ret, e.symbol, decl(e), wrapper_body(e)))
+            e.ret, e.symbol, decl(e), body))
     return "".join(o)
 
 

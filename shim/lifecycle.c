@@ -19,6 +19,7 @@
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/jlog.h"
+#include "shim/kept_memory.h"
 #include "shim/kparams.h"
 #include "shim/lifecycle.h"
 #include "shim/nvtx_ranges.h"
@@ -49,6 +50,7 @@ static void lifecycle_at_exit(void)
     sites_for_each_unmatched(report_unmatched, NULL);
     struct event_end_above above = {
         .site_counts = cache_site_counts,
+        .memory_counts = kmem_site_counts,
         .budget_bytes = cache_budget_bytes(),
         .kept_bytes_peak = cache_peak_bytes(),
         .resolved_dlsym = drv_lookups(DRV_LOOKUP_DLSYM),
@@ -66,6 +68,7 @@ static void lifecycle_after_fork_child(void)
     ctab_after_fork_child();
     observed_after_fork_child();
     cache_after_fork_child();
+    kmem_after_fork_child();
     uobj_after_fork_child();
     kparams_after_fork_child();
     sites_after_fork_child();
@@ -88,6 +91,7 @@ static void lifecycle_begin(void)
 
     site_set_self_module((const void *)lifecycle_begin);
     sites_announce_with(event_site, announce_forbidden);
+    cache_release_first_with(kmem_release_all);
     site_names_configure(&runtime_settings);
     jlog_configure(runtime_settings.log_template, environ);
     event_start();

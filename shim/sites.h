@@ -38,6 +38,14 @@ struct site_cache_counts {
     unsigned long kept, evicted;
 };
 
+/* What kept_memory.c did with the device memory a site's captures
+ * allocated (counted under kmem_lock). */
+struct site_memory_counts {
+    unsigned long tracked, kept, reused, not_kept;
+    unsigned long long reused_bytes;
+    const char *not_kept_reason;        /* the last free not kept: why (static text) */
+};
+
 struct site_counters {
     unsigned long captures, recaptured, fallbacks, fresh, observed;
     unsigned long by_recap;         /* recaptures recap recorded itself */
@@ -123,6 +131,8 @@ struct site {
     unsigned long long measured_bytes;  /* device memory its instantiations took */
     unsigned long long measured_nodes;  /* ... for this many nodes */
     int measured_samples;
+    /* --- under kmem_lock (kept_memory.c) --- */
+    struct site_memory_counts memory;   /* allocations in its captures */
 };
 
 /* Records one look into the site's kept objects (counts it, feeds the

@@ -575,6 +575,72 @@ static int run_free_in_capture(int iters)
     return 0;
 }
 
+/* A caching allocator's step, as PyTorch takes it: each capture gets a
+ * private pool of its own, allocated inside the capture with the thread
+ * switched to relaxed mode (two segments of two sizes), used by the
+ * captured work, and freed once the graph and its executable graph are
+ * gone. The input changes outside the capture only, so with the pool at
+ * the same addresses every capture is the same. pool_pressure: before
+ * every fourth iteration an allocation no device can satisfy (memory
+ * pressure: recap gives back what it keeps). */
+static CUresult alloc_relaxed(CUdeviceptr *p, size_t bytes)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult ex = cuThreadExchangeStreamCaptureMode(&m);
+    CUresult r = cuMemAlloc(p, bytes);
+    if (ex == CUDA_SUCCESS)
+        cuThreadExchangeStreamCaptureMode(&m);
+    return r;
+}
+
+static int run_pool(int iters, int pressure, int keep_graphs, int meminfo)
+{
+    int failures = 0;
+    for (int it = 0; it < iters; it++) {
+        if (pressure && it % 4 == 3) {
+            CUdeviceptr huge = 0;
+            printf("it=%d pressure rc=%d\n", it, (int)cuMemAlloc(&huge, (size_t)1 << 46));
+        }
+        float x = 1.0f + 0.25f * (float)it, a = 2.0f;
+        unsigned bits;
+        memcpy(&bits, &x, sizeof bits);
+        int n = SC_N;
+        CUdeviceptr pool = 0, pool2 = 0;
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        int fill = (int)cuMemsetD32(ctx.buf[0], bits, SC_N);
+        int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        int alloc1 = (int)alloc_relaxed(&pool, SC_N * sizeof(float));
+        int zero = (int)cuMemsetD32Async(pool, 0, SC_N, ctx.stream[0]);
+        void *params[] = { &a, &ctx.buf[0], &pool, &n };
+        int axpy = (int)launch_on(ctx.axpy, ctx.stream[0], params);
+        int alloc2 = (int)alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
+        int copy1 = (int)cuMemcpyDtoDAsync(pool2, pool, SC_N * sizeof(float), ctx.stream[0]);
+        int copy2 = (int)cuMemcpyDtoDAsync(ctx.buf[2], pool2, SC_N * sizeof(float), ctx.stream[0]);
+        int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        int launch = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+        int sync = (int)cuStreamSynchronize(ctx.stream[0]);
+        if (exec)
+            cuGraphExecDestroy(exec);
+        if (graph && !keep_graphs)   /* kept: left to the driver's teardown */
+            cuGraphDestroy(graph);
+        int free1 = pool ? (int)cuMemFree(pool) : -1;
+        int free2 = pool2 ? (int)cuMemFree(pool2) : -1;
+        failures += fill || begin || alloc1 || zero || axpy || alloc2 || copy1 || copy2 || end ||
+                    inst || launch || sync || free1 || free2;
+        printf("it=%d rc=%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d sum=%08x\n", it, fill, begin,
+               alloc1, zero, axpy, alloc2, copy1, copy2, end, inst, launch, sync, free1, free2,
+               sc_checksum(&ctx));
+        if (meminfo) {
+            size_t free_bytes = 0, total = 0;
+            int info = (int)cuMemGetInfo(&free_bytes, &total);
+            printf("it=%d info=%d free=%zu total=%zu\n", it, info, free_bytes, total);
+        }
+    }
+    return failures ? 1 : 0;
+}
+
 /* The program breaks its own capture at iteration 3 with a call that is
  * illegal while a global-mode capture runs. */
 static int run_broken(int iters)
@@ -1467,6 +1533,9 @@ int main(int argc, char **argv)
         rc = run_threads_one_site(iters);
     else if (!strcmp(name, "free_in_capture"))
         rc = run_free_in_capture(iters);
+    else if (!strncmp(name, "pool", 4))
+        rc = run_pool(iters, !strcmp(name, "pool_pressure"), !strcmp(name, "pool_keep_graphs"),
+                      !strcmp(name, "pool_meminfo"));
     else if (!strcmp(name, "events_fork_join"))
         rc = run_temporary_events(iters, 0, 0);
     else if (!strcmp(name, "events_other_thread"))

@@ -317,7 +317,7 @@ static void write_stats_to(const char *path, int every_call)
         "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphGetEdges_v2",
         "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2", "cuCtxGetCurrent",
         "cuStreamBeginCaptureToGraph", "cuGraphGetNodes", "cuEventDestroy_v2", "cuMemFree_v2",
-        "cuGraphClone",
+        "cuGraphClone", "cuMemAlloc_v2",
     };
     if (!path)
         return;
@@ -332,6 +332,7 @@ static void write_stats_to(const char *path, int every_call)
     fprintf(f, "live_graphs %ld\n", standin_live_objects("graph"));
     fprintf(f, "live_execs %ld\n", standin_live_objects("exec"));
     fprintf(f, "live_events %ld\n", standin_live_objects("event"));
+    fprintf(f, "live_memory %ld\n", standin_live_objects("memory"));
     fprintf(f, "last_misuse %s\n", standin_last_misuse());
     if (every_call) {
         unsigned long total = 0, count;

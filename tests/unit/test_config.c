@@ -28,6 +28,11 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
     { "self_record not on or off", "[defaults]\nself_record = yes\n", 0,
       "t.conf:2: found self_record = \"yes\", expected on or off" },
+    { "keep_memory not on or off", "[defaults]\nkeep_memory = 1\n", 0,
+      "t.conf:2: found keep_memory = \"1\", expected on or off" },
+    { "keep_memory in a site", "[site 0123456789abcdef]\nkeep_memory = off\n", 0,
+      "t.conf:2: found keep_memory in a [site] section, expected it only in [defaults] (kept "
+      "memory shares one budget)" },
     { "self_record twice in a site", "[site 0123456789abcdef]\nself_record = on\n"
       "self_record = off\n", 0,
       "t.conf:3: found a second self_record in this section (first at line 2)" },
@@ -56,7 +61,7 @@ static const struct bad_case bad_cases[] = {
       "t.conf:1: found section \"[default]\", expected [defaults] or [site ID]" },
     { "unknown key in defaults", "[defaults]\nmod = auto\n", 0,
       "t.conf:2: found unknown key \"mod\", expected mode, max_graphs, stack_depth, "
-      "cache_budget, python_skip or self_record" },
+      "cache_budget, python_skip, self_record or keep_memory" },
     { "unknown key in site", "[site " ID1 "]\ncolour = red\n", 0,
       "t.conf:2: found unknown key \"colour\", expected mode, max_graphs, self_record or "
       "label" },

@@ -102,7 +102,7 @@ static const struct env_case env_cases[] = {
       conf_basic, { NULL }, RECAP_MODE_RECAPTURE, 0, SITES_ALL },
     { "config error", { "RECAP_CONFIG=t.conf" }, "[defaults]\nmode = update\nbogus = 1\n",
       { "recap: t.conf:3: found unknown key \"bogus\", expected mode, max_graphs, stack_depth, "
-        "cache_budget, python_skip or self_record" },
+        "cache_budget, python_skip, self_record or keep_memory" },
       RECAP_MODE_OBSERVE, 1 },
     { "config error and sites label", { "RECAP_CONFIG=t.conf", "RECAP_SITES=decode" },
       "[site " ID1 "]\nlabel = decode\nlabel = again\n",
@@ -541,6 +541,33 @@ Test(settings, self_record_per_site)
         cr_expect_eq(err[0], '\0', "case %zu: %s", i, err);
         struct site_policy p = settings_site_policy(s, cases[i].site);
         cr_expect_eq(p.self_record, cases[i].want, "case %zu: self_record %d", i, p.self_record);
+        settings_free(s);
+        free(s);
+    }
+}
+
+/* keep_memory: on by default, RECAP_KEEP_MEMORY over [defaults]; a bad
+ * value is named and observes every site. */
+Test(settings, keep_memory)
+{
+    static const struct { const char *env; const char *conf; int want; int degraded; } cases[] = {
+        { NULL, "", 1, 0 },
+        { NULL, "[defaults]\nkeep_memory = off\n", 0, 0 },
+        { "RECAP_KEEP_MEMORY=on", "[defaults]\nkeep_memory = off\n", 1, 0 },
+        { "RECAP_KEEP_MEMORY=0", "", 0, 0 },
+        { "RECAP_KEEP_MEMORY=", "[defaults]\nkeep_memory = off\n", 0, 0 },
+        { "RECAP_KEEP_MEMORY=maybe", "", 1, 1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct recap_settings *s = malloc(sizeof *s);
+        char err[1024];
+        const char *env[] = { "RECAP_CONFIG=t", cases[i].env, NULL };
+        load(s, env, cases[i].conf, err, sizeof err);
+        cr_expect_eq(s->keep_memory, cases[i].want, "case %zu: keep_memory %d", i, s->keep_memory);
+        cr_expect_eq(s->degraded, cases[i].degraded, "case %zu: %s", i, err);
+        if (cases[i].degraded)
+            cr_expect_neq(strstr(err, "RECAP_KEEP_MEMORY=\"maybe\": found an unknown value, "
+                                      "expected on or off"), NULL, "case %zu: %s", i, err);
         settings_free(s);
         free(s);
     }

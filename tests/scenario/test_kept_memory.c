@@ -1,0 +1,208 @@
+/*
+ * test_kept_memory.c - device memory a site's captures allocate is kept
+ * when the program frees it and handed back to the site's next capture
+ * (issue 34, shim/kept_memory.h), at 13.0 (recorded by recap) and 13.3
+ * (recaptured).
+ *
+ * The scenario `pool` takes a step as PyTorch does: a private pool of two
+ * segments allocated inside each capture (relaxed mode), freed once the
+ * graph and its executable graph are gone. Under recap the program must
+ * get what it gets without recap, the driver must see the two allocations
+ * once, and every capture after the first must change no node, so that
+ * each instantiation is plain reuse. `pool_pressure` adds, before every
+ * fourth step, an allocation no device can satisfy: recap gives back what
+ * it keeps and the program goes on alike. RECAP_KEEP_MEMORY=off restores
+ * an allocation and a free per segment and step.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/run.h"
+
+#define STEPS 24
+
+struct pool_run {
+    char *dir;
+    char log[RUN_PATH_MAX], stats[RUN_PATH_MAX], base_stats[RUN_PATH_MAX];
+    struct run_result base, recap;
+};
+
+static void pool_spec(struct run_spec *spec, const char *name, const char *version,
+                      const char *stats)
+{
+    static char steps_text[16];
+    memset(spec, 0, sizeof *spec);
+    spec->argv[0] = run_env_path("SCENARIO_BIN");
+    spec->argv[1] = name;
+    snprintf(steps_text, sizeof steps_text, "%d", STEPS);
+    spec->argv[2] = steps_text;
+    spec->timeout_s = 300;
+    run_setenv(spec, "STANDIN_DRIVER_VERSION", "%s", version);
+    run_setenv(spec, "SCENARIO_STATS", "%s", stats);
+    /* At exit an allocation nothing can satisfy makes recap give back all
+     * it keeps: what is left alive is the program's own. */
+    run_setenv(spec, "SCENARIO_DRAIN", "1");
+    const char *async = getenv("STANDIN_ASYNC");
+    run_setenv(spec, "STANDIN_ASYNC", "%s", async && *async ? async : "0");
+    run_forward_env(spec, "SCENARIO_KERNELS");
+}
+
+/* Runs `name` without recap and under recap (keep_memory as given, or
+ * the default when NULL), and requires the same behaviour. */
+static void pool_compare(const char *name, const char *version, const char *keep,
+                         struct pool_run *o)
+{
+    struct run_spec spec;
+    memset(o, 0, sizeof *o);
+    run_pair_paths(&o->dir, o->log, o->stats, o->base_stats);
+    pool_spec(&spec, name, version, o->base_stats);
+    cr_assert_eq(run_program(&spec, &o->base), 0);
+    pool_spec(&spec, name, version, o->stats);
+    spec.with_recap = 1;
+    run_setenv(&spec, "RECAP_LOG", "%s", o->log);
+    run_setenv(&spec, "RECAP_SELF_RECORD", "%s", "");   /* recap's default: on */
+    if (keep)
+        run_setenv(&spec, "RECAP_KEEP_MEMORY", "%s", keep);
+    cr_assert_eq(run_program(&spec, &o->recap), 0);
+
+    cr_assert_eq(o->base.status, 0, "%s at %s fails without recap: %s", name, version, o->base.err);
+    cr_assert_eq(o->recap.status, 0, "%s at %s: exit status %d under recap\n%s", name, version,
+                 o->recap.status, o->recap.err);
+    cr_assert_str_eq(o->recap.out, o->base.out, "%s at %s: output differs under recap\n%s", name,
+                     version, o->recap.err);
+    cr_assert_eq(run_stat(o->stats, "misuses"), 0, "%s at %s: the stand-in saw misuse: %s", name,
+                 version, o->recap.err);
+    cr_assert_eq(run_stat(o->stats, "live_memory"), run_stat(o->base_stats, "live_memory"),
+                 "%s at %s: %ld allocations left alive under recap, %ld without", name, version,
+                 run_stat(o->stats, "live_memory"), run_stat(o->base_stats, "live_memory"));
+    cr_assert_eq(run_stat(o->stats, "live_graphs"), run_stat(o->base_stats, "live_graphs"));
+    cr_assert_eq(run_stat(o->stats, "live_execs"), run_stat(o->base_stats, "live_execs"));
+}
+
+static void pool_done(struct pool_run *o)
+{
+    run_result_free(&o->base);
+    run_result_free(&o->recap);
+    run_cleanup_dir(o->dir);
+}
+
+/* Allocations the driver saw inside the steps: the program's setup and
+ * its last allocation (SCENARIO_DRAIN), the same with and without recap,
+ * taken away, and so is each retry of an allocation that failed for
+ * memory after recap gave back what it kept (`failed`: how many failed). */
+static long step_allocations(struct pool_run *o, long plain_per_step, long failed)
+{
+    long setup = run_stat(o->base_stats, "cuMemAlloc_v2") - plain_per_step * STEPS;
+    return run_stat(o->stats, "cuMemAlloc_v2") - setup - failed;
+}
+
+static void steady_pool(const char *version)
+{
+    struct pool_run o;
+    pool_compare("pool", version, NULL, &o);
+    long steps_allocs = step_allocations(&o, 2, 1);
+    cr_expect_eq(steps_allocs, 2, "at %s the driver allocated %ld segments in %d steps, "
+                 "expected the first step's two", version, steps_allocs, STEPS);
+    cr_expect_eq(run_log_total(o.log, "memory_reused"), 2 * (STEPS - 1));
+    cr_expect_eq(run_log_total(o.log, "memory_kept"), 2 * STEPS);
+    cr_expect_eq(run_log_total(o.log, "changed"), 0, "at %s a capture changed a node: the pool "
+                 "moved", version);
+    cr_expect_eq(run_log_total(o.log, "reuse"), STEPS - 1, "at %s %ld instantiations were plain "
+                 "reuse, expected every one after the first", version,
+                 run_log_total(o.log, "reuse"));
+    cr_expect_eq(run_log_total(o.log, "recaptured"), STEPS - 1);
+    pool_done(&o);
+}
+
+Test(kept_memory, a_pool_allocated_in_each_capture_stays_at_its_address)
+{
+    steady_pool("13000");
+}
+
+Test(kept_memory, a_pool_allocated_in_each_capture_stays_at_its_address_at_13_3)
+{
+    steady_pool("13030");
+}
+
+static void pressured_pool(const char *version)
+{
+    struct pool_run o;
+    pool_compare("pool_pressure", version, NULL, &o);
+    /* Each failed allocation gives back the two kept segments: the step
+     * after it allocates anew. */
+    int pressures = STEPS / 4;
+    long steps_allocs = step_allocations(&o, 2, pressures + 1);
+    cr_expect_eq(steps_allocs, 2 + 2 * pressures, "at %s %ld segments allocated", version,
+                 steps_allocs);
+    cr_expect_geq(run_count_lines(o.log, "\"event\":\"warning\"",
+                                  "memory recap kept for its sites", NULL), pressures,
+                  "at %s the log does not say kept memory was given back", version);
+    pool_done(&o);
+}
+
+Test(kept_memory, under_memory_pressure_kept_memory_goes_back)
+{
+    pressured_pool("13000");
+}
+
+Test(kept_memory, under_memory_pressure_kept_memory_goes_back_at_13_3)
+{
+    pressured_pool("13030");
+}
+
+Test(kept_memory, off_when_asked)
+{
+    struct pool_run o;
+    pool_compare("pool", "13000", "off", &o);
+    cr_expect_eq(step_allocations(&o, 2, 1), 2 * STEPS);
+    cr_expect_eq(run_log_total(o.log, "memory_kept"), 0);
+    pool_done(&o);
+}
+
+/* A program that keeps its graphs (PyTorch in debug mode) may still run
+ * them: memory of a site whose graph the program holds is never kept. */
+Test(kept_memory, memory_of_a_graph_the_program_holds_is_freed_as_asked)
+{
+    struct pool_run o;
+    pool_compare("pool_keep_graphs", "13000", NULL, &o);
+    cr_expect_eq(run_log_total(o.log, "memory_kept"), 0);
+    cr_expect_eq(run_log_total(o.log, "memory_not_kept"), 2 * STEPS);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"", "\"memory_not_kept_reason\":"
+                                 "\"the program holds a graph or executable graph of the site\"",
+                                 NULL), 1, "the end event says why no memory was kept");
+    cr_expect_eq(step_allocations(&o, 2, 1), 2 * STEPS);
+    pool_done(&o);
+}
+
+/* cuMemGetInfo counts the memory recap keeps for the next capture as
+ * free (recap gives it back when an allocation needs it): the free memory
+ * the program reads after each step is what it reads with keep_memory off.
+ * (The executable graphs recap keeps are charged as before, as estimates
+ * within the cache budget, and not counted as free: so the comparison is
+ * with recap keeping no memory, not with the plain run.) */
+Test(kept_memory, free_memory_counts_kept_memory_as_free)
+{
+    struct run_result keeping, not_keeping;
+    char *dir = NULL;
+    char log[RUN_PATH_MAX], stats[RUN_PATH_MAX], base_stats[RUN_PATH_MAX];
+    run_pair_paths(&dir, log, stats, base_stats);
+    struct run_spec spec;
+    const char *keep[2] = { "on", "off" };
+    struct run_result *out[2] = { &keeping, &not_keeping };
+    for (int i = 0; i < 2; i++) {
+        pool_spec(&spec, "pool_meminfo", "13000", i ? base_stats : stats);
+        spec.with_recap = 1;
+        run_setenv(&spec, "RECAP_LOG", "%s", log);
+        run_setenv(&spec, "RECAP_SELF_RECORD", "%s", "");
+        run_setenv(&spec, "RECAP_KEEP_MEMORY", "%s", keep[i]);
+        cr_assert_eq(run_program(&spec, out[i]), 0);
+        cr_assert_eq(out[i]->status, 0, "%s", out[i]->err);
+    }
+    cr_expect(strstr(keeping.out, "free=") != NULL);
+    cr_expect_str_eq(keeping.out, not_keeping.out, "the free memory differs with memory kept");
+    run_result_free(&keeping);
+    run_result_free(&not_keeping);
+    run_cleanup_dir(dir);
+}
