@@ -42,6 +42,9 @@
 # TIME_BUDGET (seconds for everything, default 500), RECAP_LIB, RUN_ONLY (a
 # space-separated list of case names: run only those, e.g.
 # RUN_ONLY="nccl_allreduce nccl_memory").
+# The upstream lane (upstream_lane.py: other projects' own graph test
+# files, plain and under recap) runs only when RUN_ONLY names "upstream";
+# RUN_ONLY=upstream runs it alone, after building librecap and nothing else.
 set -u
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -170,6 +173,8 @@ build_driver_api() {
             "$HERE/driver_api.c" -o driver_api -lcuda
 }
 
+# RUN_ONLY=upstream runs the upstream lane alone: it builds no program.
+if [ "${RUN_ONLY:-}" != upstream ]; then
 build_bg recapture_conformance "$NVCC" -O2 -cudart none -Xcompiler -Wall,-std=gnu11 -I"$REPO" \
     "$HERE/recapture_conformance.c" -o "$BIN/recapture_conformance" -lcuda -ldl
 build_bg runtime_static "$NVCC" "${CUFLAGS[@]}" "$HERE/runtime_static.cu" -o "$BIN/runtime_static"
@@ -190,6 +195,7 @@ for i in "${!BUILD_PIDS[@]}"; do
     fi
 done
 say "programs built ($((SECONDS - START_SECONDS)) s)"
+fi
 
 # -------------------------------------------------------- (c) run and compare
 PASSED=0
@@ -240,6 +246,52 @@ same_bytes() { # file file: cmp, or Python where diffutils is missing
         "$PYTHON" -c 'import filecmp, sys; sys.exit(not filecmp.cmp(sys.argv[1], sys.argv[2], shallow=False))' "$1" "$2"
     fi
 }
+
+# The upstream lane (tests/gpu/upstream_lane.py): PyTorch's, CuPy's and
+# cuda.core's own graph test files run whole, plain and under recap, their
+# per-test outcomes compared, each site of 20+ captures checked for its
+# share of repeat captures whole and with its test alone. Minutes long and
+# needing the checkouts of tests/gpu/upstream_fetch.md (.upstream/), so it
+# runs only when RUN_ONLY names it; RUN_ONLY=upstream runs it alone.
+# UPSTREAM_ARGS: more arguments for it (e.g. "--projects pytorch").
+run_upstream() {
+    local dir=$LOGS/upstream left rc last
+    [ -n "${RUN_ONLY:-}" ] && selected upstream || return 0
+    # The lane may overrun its budget by a run's SIGINT grace (20 s).
+    left=$((TIME_BUDGET - (SECONDS - START_SECONDS) - 30))
+    if [ "$left" -lt 60 ]; then
+        report FAIL upstream "not run: time budget of ${TIME_BUDGET}s spent"
+        return
+    fi
+    mkdir -p "$dir"
+    # Its files stay in $dir/work, collected with every other log, not in $OUT.
+    # shellcheck disable=SC2086
+    env -u OUT -u LD_PRELOAD "$PYTHON" "$HERE/upstream_lane.py" --recap-lib "$LIB" \
+        --python "$PYTHON" --time-budget "$left" --work "$dir/work" ${UPSTREAM_ARGS:-} \
+        >"$dir/out.txt" 2>&1
+    rc=$?
+    sed 's/^/      /' "$dir/out.txt" | tee -a "$SUMMARY"
+    last=$(grep '^summary:' "$dir/out.txt" | tail -n 1)
+    case $rc in
+        0)
+            if grep -q '^summary: 0 passed, 0 failed' "$dir/out.txt"; then
+                report SKIP upstream "nothing ran: ${last:-no summary} (see tests/gpu/upstream_fetch.md)"
+            else
+                report PASS upstream "$last"
+            fi ;;
+        2) report FAIL upstream "a checkout is not laid out as expected: $(tail -n 1 "$dir/out.txt")" ;;
+        *) report FAIL upstream "$(exit_detail "$rc"): ${last:-no summary}" ;;
+    esac
+}
+
+if [ "${RUN_ONLY:-}" = upstream ]; then
+    run_upstream
+    say "elapsed $((SECONDS - START_SECONDS)) s; logs in $LOGS"
+    say "summary: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+    collect_out
+    [ "$FAILED" -eq 0 ]
+    exit
+fi
 
 # run_case NAME MIN_CAPTURES BUILD_KEY -- COMMAND...
 #   BUILD_KEY: the name in BUILD_STATUS, or "-" for a Python program.
@@ -637,6 +689,8 @@ run_doctor() { # name [build_key program args...]
     fi
     sed 's/^/      /' "$dir/out.txt" | tee -a "$SUMMARY"
 }
+
+run_upstream
 
 run_doctor doctor
 run_doctor doctor_static runtime_static "$BIN/runtime_static"
