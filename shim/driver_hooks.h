@@ -14,6 +14,7 @@
 #include "shim/exec_reuse.h"
 #include "shim/interpose.h"
 #include "shim/kept_memory.h"
+#include "shim/observed.h"
 #include "shim/lifecycle.h"
 #include "shim/runtime.h"
 #include "shim/self_record.h"

@@ -489,10 +489,11 @@ def keep_wrapped(e, body):
     if e.keep == "alloc":
         ptr, size = names
         # Served from kept memory only where the driver would have let the
-        # thread allocate mid-capture: in relaxed mode (as a caching
-        # allocator switches to for it).
+        # thread allocate: in relaxed mode (as a caching allocator switches
+        # to mid-capture), or outside its capture while no capture runs.
         return ("if (kmem_capturing()) {\n"
-                "        if (kmem_take(%s, %s, capture_thread_mode() == CU_STREAM_CAPTURE_MODE_RELAXED))\n"
+                "        if (kmem_take(%s, %s, capture_thread_mode() == CU_STREAM_CAPTURE_MODE_RELAXED ||\n"
+                "                      (!kmem_thread_capturing && !ctab_any_active() && !observed_any())))\n"
                 "            return CUDA_SUCCESS;\n"
                 "        CUresult r = %s_role(%s);\n"
                 "        if (r == CUDA_SUCCESS && %s)\n            kmem_track(*%s, %s);\n"

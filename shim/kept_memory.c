@@ -23,6 +23,7 @@
 #include "shim/sites.h"
 
 __thread struct site *kmem_thread_site;
+__thread int kmem_thread_capturing;
 __thread int kmem_thread_ordinal;
 int kmem_tracked_count;
 
@@ -32,6 +33,8 @@ struct kmem_block {
     struct site *site;
     CUcontext ctx;
     int ordinal;                    /* its rank among its capture's allocations */
+    int outside;                    /* allocated outside a capture (before one) */
+    unsigned long began_before;     /* outside: captures begun at its site then */
     int kept;
     struct kmem_block *next_kept;   /* on kept_blocks, newest first */
 };
@@ -54,12 +57,14 @@ void kmem_capture_began(struct site *site)
     int keeps = runtime_settings.keep_memory &&
                 (m == RECAP_MODE_AUTO || m == RECAP_MODE_RECAPTURE || m == RECAP_MODE_UPDATE);
     kmem_thread_site = keeps ? site : NULL;
+    kmem_thread_capturing = keeps;
     kmem_thread_ordinal = 0;
 }
 
 void kmem_capture_ended(void)
 {
-    kmem_thread_site = NULL;
+    kmem_thread_capturing = 0;
+    kmem_thread_ordinal = 0;
 }
 
 static void unlink_kept_locked(struct kmem_block *b)
@@ -86,8 +91,9 @@ int kmem_take(CUdeviceptr *dptr, size_t bytesize, int may_serve)
         return 0;
     struct kmem_block *found = NULL;
     pthread_mutex_lock(&kmem_lock);
+    int outside = !kmem_thread_capturing;
     for (struct kmem_block *b = kept_blocks; b; b = b->next_kept) {
-        if (b->site != site || b->size != bytesize || b->ctx != ctx)
+        if (b->site != site || b->size != bytesize || b->ctx != ctx || b->outside != outside)
             continue;
         if (!found || (b->ordinal == ordinal && found->ordinal != ordinal))
             found = b;
@@ -123,6 +129,12 @@ void kmem_track(CUdeviceptr dptr, size_t bytesize)
     b->site = kmem_thread_site;
     b->ctx = ctx;
     b->ordinal = kmem_thread_ordinal - 1;
+    b->outside = !kmem_thread_capturing;
+    if (b->outside) {
+        pthread_mutex_lock(&b->site->lock);
+        b->began_before = b->site->seq;
+        pthread_mutex_unlock(&b->site->lock);
+    }
     pthread_mutex_lock(&kmem_lock);
     /* The driver may reuse the address of a block freed behind recap's
      * back (cuMemFree_v2 through a path recap does not see): the newer
@@ -141,6 +153,10 @@ void kmem_track(CUdeviceptr dptr, size_t bytesize)
     free(stale);
 }
 
+/* A block allocated between captures that no capture outlived is memory
+ * of the program's own, never a candidate: not counted as not kept. */
+static const char unadopted[] = "allocated outside a capture and freed before one began";
+
 /* Whether memory of the site may be kept now (the caller holds no lock). */
 static const char *keep_refusal(struct kmem_block *b)
 {
@@ -148,6 +164,13 @@ static const char *keep_refusal(struct kmem_block *b)
      * driver's own would be refused there, or end it. */
     if (ctab_any_active() || observed_any())
         return "a capture runs";
+    if (b->outside) {
+        pthread_mutex_lock(&b->site->lock);
+        int outlived_a_capture = b->site->seq > b->began_before && b->site->active == 0;
+        pthread_mutex_unlock(&b->site->lock);
+        if (!outlived_a_capture)
+            return unadopted;
+    }
     /* The synchronisation is of the current context: the block's must be. */
     CUcontext ctx = NULL;
     if (DRV_REAL(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || ctx != b->ctx)
@@ -194,8 +217,10 @@ int kmem_keep(CUdeviceptr dptr, CUresult *answer)
     }
     if (refusal) {
         pthread_mutex_lock(&kmem_lock);
-        b->site->memory.not_kept++;
-        b->site->memory.not_kept_reason = refusal;
+        if (refusal != unadopted) {
+            b->site->memory.not_kept++;
+            b->site->memory.not_kept_reason = refusal;
+        }
         pthread_mutex_unlock(&kmem_lock);
         free(b);
         return 0;
@@ -269,4 +294,5 @@ void kmem_after_fork_child(void)
     kept_bytes = 0;
     kmem_tracked_count = 0;
     kmem_thread_site = NULL;
+    kmem_thread_capturing = 0;
 }

@@ -37,11 +37,16 @@
 
 struct site;
 
-/* The site this thread captures at, where that site keeps memory; NULL
- * otherwise. Set by the capture begin and cleared by its end (capture.c):
- * a wrapper's one load decides whether an allocation is looked at. */
+/* The site this thread last began a capture at, where that site keeps
+ * memory (NULL otherwise), and whether that capture still runs. Set by the
+ * capture begin, `capturing` cleared by its end (capture.c): a wrapper's
+ * one load decides whether an allocation is looked at. An allocation made
+ * between two captures is looked at too: PyTorch allocates a graph's pool
+ * segment before cudaStreamBeginCapture (for the generator's seed and
+ * offset), and the capture's small tensors land in it. */
 extern __thread struct site *kmem_thread_site;
-extern __thread int kmem_thread_ordinal;   /* allocations so far in that capture */
+extern __thread int kmem_thread_capturing;
+extern __thread int kmem_thread_ordinal;   /* allocations since the begin or the end */
 
 /* Allocations tracked or kept, process-wide: a free looks only when nonzero. */
 extern int kmem_tracked_count;
@@ -60,13 +65,17 @@ static inline int kmem_tracking(void)
 void kmem_capture_began(struct site *site);
 void kmem_capture_ended(void);
 
-/* An allocation inside a capture (counted, so that each allocation of a
- * capture has its rank): 1 with *dptr set when a kept block of this size
- * served it (no driver call), else 0. `may_serve`: the driver would let the
- * thread allocate now (relaxed mode); else it is the driver's to answer. */
+/* An allocation on a thread with a site (kmem_capturing: inside its
+ * capture, or after it), counted so that each has its rank: 1 with *dptr
+ * set when a kept block of this size, allocated as this one is (inside or
+ * outside a capture), served it with no driver call; else 0. `may_serve`:
+ * the driver would let the thread allocate now (no capture it would
+ * refuse it for); else it is the driver's to answer. */
 int kmem_take(CUdeviceptr *dptr, size_t bytesize, int may_serve);
 
-/* The driver allocated *dptr inside a capture: tracked from now on. */
+/* The driver allocated *dptr on such a thread: tracked from now on. One
+ * allocated outside a capture is kept only if a capture at the site began
+ * after it and it outlived that capture (a pool segment, not any tensor). */
 void kmem_track(CUdeviceptr dptr, size_t bytesize);
 
 /* The program frees dptr: 1 when recap answered, with *answer the result

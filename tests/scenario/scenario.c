@@ -593,7 +593,7 @@ static CUresult alloc_relaxed(CUdeviceptr *p, size_t bytes)
     return r;
 }
 
-static int run_pool(int iters, int pressure, int keep_graphs, int meminfo)
+static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int before)
 {
     int failures = 0;
     for (int it = 0; it < iters; it++) {
@@ -605,11 +605,15 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo)
         unsigned bits;
         memcpy(&bits, &x, sizeof bits);
         int n = SC_N;
-        CUdeviceptr pool = 0, pool2 = 0;
+        CUdeviceptr pool = 0, pool2 = 0, pool0 = 0;
         CUgraph graph = NULL;
         CUgraphExec exec = NULL;
         int fill = (int)cuMemsetD32(ctx.buf[0], bits, SC_N);
+        /* pool_before: the pool's first segment comes before the capture
+         * begins, as PyTorch's does (for the generator's state). */
+        int alloc0 = before ? (int)cuMemAlloc(&pool0, 4 * SC_N * sizeof(float)) : 0;
         int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        int zero0 = before ? (int)cuMemsetD32Async(pool0, 7, SC_N, ctx.stream[0]) : 0;
         int alloc1 = (int)alloc_relaxed(&pool, SC_N * sizeof(float));
         int zero = (int)cuMemsetD32Async(pool, 0, SC_N, ctx.stream[0]);
         void *params[] = { &a, &ctx.buf[0], &pool, &n };
@@ -627,8 +631,11 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo)
             cuGraphDestroy(graph);
         int free1 = pool ? (int)cuMemFree(pool) : -1;
         int free2 = pool2 ? (int)cuMemFree(pool2) : -1;
+        int free0 = before ? (pool0 ? (int)cuMemFree(pool0) : -1) : 0;
         failures += fill || begin || alloc1 || zero || axpy || alloc2 || copy1 || copy2 || end ||
-                    inst || launch || sync || free1 || free2;
+                    inst || launch || sync || free1 || free2 || alloc0 || zero0 || free0;
+        if (before)
+            printf("it=%d before rc=%d,%d,%d\n", it, alloc0, zero0, free0);
         printf("it=%d rc=%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d sum=%08x\n", it, fill, begin,
                alloc1, zero, axpy, alloc2, copy1, copy2, end, inst, launch, sync, free1, free2,
                sc_checksum(&ctx));
@@ -1535,7 +1542,7 @@ int main(int argc, char **argv)
         rc = run_free_in_capture(iters);
     else if (!strncmp(name, "pool", 4))
         rc = run_pool(iters, !strcmp(name, "pool_pressure"), !strcmp(name, "pool_keep_graphs"),
-                      !strcmp(name, "pool_meminfo"));
+                      !strcmp(name, "pool_meminfo"), !strcmp(name, "pool_before"));
     else if (!strcmp(name, "events_fork_join"))
         rc = run_temporary_events(iters, 0, 0);
     else if (!strcmp(name, "events_other_thread"))
