@@ -238,6 +238,12 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
      * over the iterations in between. */
     const char *at_text = getenv("SCENARIO_STATS_AT");
     int stats_at = at_text && *at_text ? atoi(at_text) : -1;
+    /* SCENARIO_STEP_MEMORY=1: each iteration allocates device and pinned
+     * host memory before its capture and frees both after it, as a
+     * framework's step may (what recap's end event counts between
+     * captures, shim/step_time.h). */
+    const char *step_text = getenv("SCENARIO_STEP_MEMORY");
+    int step_memory = step_text && *step_text && strcmp(step_text, "0") != 0;
 
     for (int it = 0; it < iters; it++) {
         if (it == stats_at)
@@ -292,7 +298,15 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
         struct sc_options each = *o;
         if (!strcmp(name, "variants"))
             each.instantiate_variant = it % 4;
+        CUdeviceptr step_device = 0;
+        void *step_host = NULL;
+        if (step_memory)
+            printf("it=%d step alloc=%d host=%d\n", it, (int)cuMemAlloc(&step_device, 4096),
+                   (int)cuMemAllocHost(&step_host, 4096));
         failures += sc_iteration(&ctx, it, &r, &each, &pending);
+        if (step_memory)
+            printf("it=%d step free=%d host=%d\n", it, (int)cuMemFree(step_device),
+                   (int)cuMemFreeHost(step_host));
     }
     if (stats_at >= 0)
         sc_write_stats_snapshot(".end");
