@@ -108,6 +108,39 @@ def shapes(site):
                             f'({shown})')
 
 
+def one_shape(site):
+    """Whether the log says every capture recap knew the graph of had one
+    shape - its end event's shapes_seen: one journal signature (topology
+    and kernels) or one shape over at least MIN_REPEATS captures. None
+    where the log does not say (no end event, or a log from before
+    shapes_seen)."""
+    if site.shapes_seen is None:
+        return None
+    return site.shapes_seen == 1 and not site.shapes_more and \
+        site.shapes_counted >= MIN_REPEATS
+
+
+def step_time(site):
+    """(text, figures) from the end event's step accounting (None where the
+    log has none): the mean period, what capturing and instantiating took
+    of it, and one launch, against which replaying the graph would leave
+    the launch alone."""
+    step = site.step
+    if not step or not step.get('periods'):
+        return None
+    n = step['periods']
+    period, capture = step['period_us'] / n, step['capture_us'] / n
+    inst = step['instantiate_us'] / n
+    launch = step['launch_us'] / step['launch'] if step['launch'] else None
+    text = (f'Measured over {n:,} periods (capture begin to capture begin): a period took '
+            f'{us_text(period)}, of which capturing {us_text(capture)} and instantiating '
+            f'{us_text(inst)}; ' + (f'one launch of its graph took {us_text(launch)}.'
+                                    if launch is not None else
+                                    'recap saw no launch of its graphs.'))
+    return text, {'periods': n, 'period_us': period, 'capture_us_per_period': capture,
+                  'instantiate_us_per_period': inst, 'launch_us': launch}
+
+
 def repeats(site):
     """Captures after the first that recap tried to repeat or repeated."""
     return site.paths['recapture'] + site.paths['fallback']
@@ -131,19 +164,36 @@ def capture_once(site, about):
             or site.errors or shapes(site)[0] >= 2:
         return None
     saved, figures = saving(site)
+    measured = step_time(site)
     return Advice('capture_once', (
         f'All {n:,} repeat captures changed no node (0 changed nodes over them in the log): '
         f'the graph is the same each time. Capture it once and replay it: '
-        f'{replay_call(about)}. That would save about {saved}.'),
-        dict(figures, repeat_captures=n, changed=0))
+        f'{replay_call(about)}. That would save about {saved}.' +
+        (f' {measured[0]}' if measured else '')),
+        dict(figures, repeat_captures=n, changed=0, **(measured[1] if measured else {})))
 
 
 def static_inputs(site, about):
-    """The repeat captures changed a handful of nodes each. Reads:
-    recaptured, changed (the end event's sum: the mean per recapture),
-    nodes, changed_max (the most in one logged recapture), fallbacks, one
-    shape. Why: the same graph with a few new parameters (pointers,
-    scalars) can be captured once and fed through the buffers it reads."""
+    """The same graph every time with new parameters. Where the end event
+    says every capture had one shape (one_shape: the same topology and
+    kernels), however many nodes changed - a few scalars, or every
+    pointer as a framework's fresh allocations make them; reads
+    shapes_seen, shapes_counted, recaptured, changed, nodes, changed_max
+    and the step accounting (step_time): the period, capturing and
+    instantiating against one launch. Where the log does not say
+    (older logs), only where the repeat captures changed a handful of
+    nodes each and fell back rarely, with one node count. Never where
+    several shapes were seen (graph_per_shape's), nor where no node
+    changed (capture_once's). Why: the same graph with new parameters
+    (pointers, scalars) can be captured once and fed through buffers it
+    keeps reading."""
+    if capture_once(site, about) is not None:
+        return None
+    same = one_shape(site)
+    if same:
+        return _one_shape_advice(site, about)
+    if same is False and site.shapes_seen is not None and site.shapes_seen >= 2:
+        return None
     n = site.paths['recapture']
     if n < MIN_REPEATS or not site.changed or shapes(site)[0] >= 2:
         return None
@@ -165,6 +215,43 @@ def static_inputs(site, about):
         f'iteration {how}. That would save up to {saved}, less the copies.'),
         dict(figures, repeat_captures=n, changed_per_capture=mean, nodes=nodes,
              changed_max_logged=site.changed_max))
+
+
+def _one_shape_advice(site, about):
+    counted = site.shapes_counted
+    n = site.paths['recapture']
+    nodes = site.nodes / site.captures if site.captures else 0.0
+    changed = ''
+    figures = {'shapes_seen': 1, 'captures_with_shape': counted, 'nodes': nodes}
+    if n and site.changed:
+        mean = site.changed / n
+        most = f', at most {site.changed_max} in one logged capture' if site.changed_max else ''
+        changed = (f'; its {n:,} repeat captures changed {mean:.1f} of {nodes:.0f} nodes each '
+                   f'on average{most} - new parameters (pointers, scalars), the same graph')
+        figures.update(repeat_captures=n, changed_per_capture=mean,
+                       changed_max_logged=site.changed_max)
+    how = ('keep the tensors it reads and writes at fixed addresses (static tensors, '
+           'torch.cuda.graph captured once), copy each iteration\'s new inputs into them and '
+           'call g.replay()' if framework(about) == 'pytorch' else
+           'keep the buffers it reads and writes at fixed addresses, copy each iteration\'s new '
+           'inputs into them (or set the changed nodes\' parameters with '
+           'cudaGraphExecKernelNodeSetParams) and launch it')
+    saved, saving_figures = saving(site)
+    figures.update(saving_figures)
+    measured = step_time(site)
+    if measured:
+        text, step_figures = measured
+        figures.update(step_figures)
+        rest = step_figures['capture_us_per_period'] + step_figures['instantiate_us_per_period']
+        after = (f' Replaying would replace the {us_text(rest)} that capturing and '
+                 f'instantiating take each period with one launch, plus the copies.')
+        tail = f' {text}{after}'
+    else:
+        tail = f' That would save up to {saved}, less the copies.'
+    return Advice('static_inputs', (
+        f'Every one of the {counted:,} captures whose graph recap knew here had one shape (one '
+        f'signature: the same topology and kernels each time){changed}. Capture it once (once '
+        f'per shape, should another appear) and replay it: {how}.{tail}'), figures)
 
 
 def graph_per_shape(site, about):

@@ -52,6 +52,20 @@ HOWS = (('new', 'new instantiation', '#c2255c'),
         ('update', 'update', '#7048e8'),
         ('delta', 'delta (changed nodes only)', '#0c8599'),
         ('reuse', 'reuse (nothing changed)', '#82c91e'))
+# Where a step's time goes (report.step_per_period), in drawing order:
+# key, name, colour, and how the figure is known.
+STEP_PARTS = (('capture', 'capture', '#1c7ed6', 'measured'),
+              ('instantiate', 'instantiation', '#c2255c', 'measured'),
+              ('launch', 'graph launch', '#0c8599', 'measured'),
+              ('alloc', 'device allocation', '#e8590c', 'measured'),
+              ('free', 'device free', '#fd7e14', 'measured'),
+              ('host_alloc', 'pinned host allocation', '#f59f00', 'measured'),
+              ('host_free', 'pinned host free', '#fcc419', 'measured'),
+              ('sync', 'synchronisation', '#868e96', 'measured'),
+              ('own', "program's own work", '#dee2e6', 'derived: the period less the rest'),
+              ('saved', 'removed by recap', '#d3f9d8',
+               'estimated: instantiation time the reuses saved (SAVED_MS), per period'))
+STEP_BAR = (180, 840)         # where a step bar may run, in its SVG's coordinates
 PATH_NAME = {k: name for k, name, _ in PATHS}
 HOW_NAME = {k: name for k, name, _ in HOWS}
 # Timeline keys by page key.
@@ -87,13 +101,20 @@ ul { margin: 2px 0 2px 18px; padding: 0; }
             vertical-align: -1px; border-radius: 2px; }
 .advice { background: #f1f8ff; border-left: 3px solid #1c7ed6; padding: 4px 8px; margin: 4px 0; }
 svg text { font: 11px system-ui, sans-serif; fill: #495057; }
+.steps table { width: 100%; }
+.steps td.label { width: 28%; max-width: 16em; }
+.steps td.bar { width: 72%; min-width: 24em; text-align: left; }
+.steps td { vertical-align: top; }
+.steps svg { width: 100%; height: auto; display: block; }
+svg .s-saved { stroke: #2f9e44; stroke-dasharray: 3 2; }
 svg text.top { font-size: 9px; fill: #868e96; }
 svg .axis { stroke: #ced4da; stroke-width: 1; }
 svg .backoff { fill: #ffe066; fill-opacity: .55; }
 svg .tick { stroke: #495057; stroke-width: 1.5; }
 svg .time { fill: #495057; }
 ''' + ''.join(f'svg .c-{k} {{ fill: {c}; }}\n' for k, _, c in PATHS) \
-    + ''.join(f'svg .i-{k} {{ fill: {c}; }}\n' for k, _, c in HOWS)
+    + ''.join(f'svg .i-{k} {{ fill: {c}; }}\n' for k, _, c in HOWS) \
+    + ''.join(f'svg .s-{k} {{ fill: {c}; }}\n' for k, _, c, _ in STEP_PARTS)
 
 # Records how long the page took from its first byte to laid out, and how
 # tall it is (the browser test and scripts/report-screenshot read them
@@ -488,6 +509,65 @@ def totals_table(rows, totals, sites):
     return f'<div class="wide"><table>{head}{"".join(body)}</table></div>'
 
 
+def step_bar(row, scale_us):
+    """One site's mean period as a stacked bar (what recap measured, the
+    program's own work derived from it, and what recap removed where the
+    report estimates it), scaled so that scale_us fills the bar's room."""
+    per, step = row['step_per_period'], row['step']
+    x0, x1 = STEP_BAR
+    room = x1 - x0
+    unit, (period,) = report._times([per['period']], per['period'])
+    out = [f'<svg viewBox="0 0 1000 22" role="img" aria-label="step time of site {row["site"]}">',
+           f'<text x="0" y="15">period {esc(period)} {esc(unit)}</text>',
+           f'<g class="step" data-site="{esc(row["site"])}" data-period-us="{per["period"]:.1f}" '
+           f'data-periods="{step["periods"]}">']
+    x = float(x0)
+    for key, name, _, how in STEP_PARTS:
+        us = per.get(key)
+        if not us or us <= 0:
+            continue
+        w = room * us / scale_us
+        calls = per['calls'].get(key)
+        count = f', {report._calls(calls)} call(s)' if calls else ''
+        title = f'{name}: {us_text(us)} a period{count} ({how})'
+        out.append(f'<rect class="s-{key}" data-us="{us:.1f}" x="{x:.1f}" y="3" '
+                   f'width="{max(w, 0.5):.1f}" height="16"><title>{esc(title)}</title></rect>')
+        x += w
+    out.append('</g>')
+    if per['own'] is None:
+        out.append(f'<text x="{min(x + 6, 990):.1f}" y="15">the parts overlap (several threads)'
+                   '</text>')
+    out.append('</svg>')
+    return '\n'.join(out)
+
+
+def step_section(rows, sites):
+    """Per site whose log counted a period: where a mean period went, as a
+    bar; nothing where no site has one."""
+    shown = [r for r in rows if r.get('step_per_period')]
+    if not shown:
+        return ''
+    scale = max(r['step_per_period']['period'] + (r['step_per_period']['saved'] or 0.0)
+                for r in shown) or 1.0
+    items = ''.join(f'<span><i style="background:{c}"></i>{esc(name)}</span>'
+                    for _, name, c, _ in STEP_PARTS)
+    body = []
+    for r in shown:
+        label = label_cell(sites[r['site']]) if r['site'] in sites else '<td class="label"></td>'
+        text = report.step_text(r['step'], r['step_per_period'])
+        body.append(f'<tr>{label}<td class="bar">{step_bar(r, scale)}'
+                    f'<p class="figures">{esc(text)}</p></td></tr>')
+    return ('<h2>Where a step\'s time goes</h2>'
+            f'<p class="legend">{items}</p>'
+            '<p class="meta">A mean period per site, from one capture begin at the site to the '
+            'next. Captures, instantiations, launches and the driver calls between captures '
+            'are measured; the program\'s own work is the period less them (derived); what '
+            'recap removed is the instantiation time its reuses saved, per period (estimated, '
+            'as SAVED_MS): without recap a period would have been about that much longer. '
+            'Hover a part for its figure.</p>'
+            f'<div class="steps"><table>{"".join(body)}</table></div>')
+
+
 def legend():
     items = [f'<span><i style="background:{c}"></i>{esc(name)}</span>' for _, name, c in PATHS]
     items += [f'<span><i style="background:{c}"></i>{esc(name)}</span>' for _, name, c in HOWS]
@@ -573,5 +653,6 @@ def page(logs, paths, advise=None):
         '<h2>Totals per site</h2>', totals_table(rows, totals, logs.sites),
         '<p class="meta">SAVED_MS: reuses &times; mean "new" instantiation time (the '
         'site\'s, else all sites\') minus the reuses\' own time.</p>',
+        step_section(rows, logs.sites),
         '<h2>Timeline</h2>', legend(), '\n'.join(body),
         f'<script>{SCRIPT}</script></body></html>\n'])

@@ -48,10 +48,25 @@ Log schema (JSON Lines, one object per line, "event" first, then "pid"):
                fresh, observed, nodes, changed, eligible, ineligible, errors,
                capture_us, instantiations, reused, new, update, delta, reuse,
                update_failures, hits, misses, backoffs, inst_new_us, reuse_us,
-               kept, evicted; optional: fallback_reasons (object: reason text
-               -> exact count of the site's fallbacks)),
+               kept, evicted, shapes_seen (how many kinds of graph - journal
+               signatures: topology and kernels; else shapes - its captures
+               had over the run, of up to 32 told apart), shapes_more (bool:
+               more kinds than that), shapes_counted (captures whose kind recap
+               knew; observed captures are not); optional: fallback_reasons
+               (object: reason text -> exact count of the site's fallbacks),
+               step (where a site had two capture begins: where its step
+               time went - periods (from one capture begin at the site to
+               the next), period_us, and per class of STEP_CLASSES the calls
+               and their time that fell in those periods: capture,
+               capture_us (begin to end), instantiate, instantiate_us,
+               launch, launch_us (executable graphs made from its graphs),
+               and the driver calls the program made between captures, timed
+               by recap: alloc, free (device memory), host_alloc, host_free
+               (pinned host memory), sync, each with its _us, a class
+               only where it had calls (absent: 0); what followed the
+               site's last begin is not in it)),
                totals (object with the same counters summed, and
-               budget_bytes, kept_bytes_peak), unmatched
+               budget_bytes, kept_bytes_peak, step summed), unmatched
                (array of the RECAP_SITES entries that selected no site),
                resolved (object: dlsym = wrappers dlsym on a driver handle
                handed out, procaddr = cuGetProcAddress answers)
@@ -73,6 +88,11 @@ import sys
 
 SITE_RE = re.compile(r'^[0-9a-f]{16}$')
 CAPTURE_PATHS = ('recapture', 'fresh', 'fallback', 'observe')
+# An end event's "step" classes, and those of them that are driver calls the
+# program made between captures.
+STEP_CLASSES = ('capture', 'instantiate', 'launch', 'alloc', 'free', 'host_alloc',
+                'host_free', 'sync')
+BETWEEN_CLASSES = ('alloc', 'free', 'host_alloc', 'host_free', 'sync')
 INSTANTIATE_HOWS = ('new', 'update', 'delta', 'reuse')
 ROUTINE_EVENTS_FULL = 64    # when a start event does not say
 
@@ -129,6 +149,14 @@ class Site:
         self.evicted = 0
         self.hits = 0
         self.backoffs = 0
+        # End events only: how many kinds of graph the site's captures had
+        # (None: no end event says), whether more than the writer tells
+        # apart, and of how many captures; where its step time went
+        # (step_of: None where no end event has a period).
+        self.shapes_seen = None
+        self.shapes_more = False
+        self.shapes_counted = 0
+        self.step = None
 
     @property
     def reused(self):
@@ -280,8 +308,10 @@ def read_event(logs, ev, source):
             if isinstance(entry, dict) and isinstance(entry.get('site'), str) \
                     and SITE_RE.match(entry['site']):
                 counts[entry['site']] = entry
+        # A process of many sites writes its end in parts (each with
+        # "part", the last with the totals): their sites add up.
         logs.ends.add((source, ev.get('pid')))
-        logs.end_counts[(source, ev.get('pid'))] = counts
+        logs.end_counts.setdefault((source, ev.get('pid')), {}).update(counts)
         for entry in ev.get('unmatched') or []:
             if isinstance(entry, str):
                 logs.unmatched[entry] += 1
@@ -426,6 +456,12 @@ def _apply_end_counts(site, counts):
     site.failed_updates = int(n('update_failures'))
     for key in ('kept', 'evicted', 'hits', 'backoffs'):
         setattr(site, key, int(n(key)))
+    seen = counts.get('shapes_seen')
+    if _count(seen):
+        site.shapes_seen = seen
+        site.shapes_more = counts.get('shapes_more') is True
+        site.shapes_counted = int(n('shapes_counted'))
+    site.step = step_of(counts.get('step'))
     reasons = counts.get('fallback_reasons')
     if isinstance(reasons, dict) and all(isinstance(k, str) and _count(v)
                                          for k, v in reasons.items()):
@@ -433,6 +469,32 @@ def _apply_end_counts(site, counts):
         site.fallback_reasons_exact = True
     else:
         site.fallback_reasons_exact = site.fallbacks_logged == site.paths['fallback']
+
+
+def step_of(obj):
+    """An end event's "step" object as {'periods', 'period_us', and per class
+    of STEP_CLASSES its calls and CLASS_us}, or None where it has no
+    period (or is not such an object)."""
+    if not isinstance(obj, dict) or not _count(obj.get('periods')) or not obj['periods']:
+        return None
+
+    def us(key):
+        v = obj.get(key)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+        return float(v) if ok else 0.0
+    out = {'periods': obj['periods'], 'period_us': us('period_us')}
+    for c in STEP_CLASSES:
+        v = obj.get(c, 0)
+        out[c] = v if _count(v) else 0
+        out[c + '_us'] = us(c + '_us')
+    return out
+
+
+def add_steps(a, b):
+    """Two step figures summed (either may be None)."""
+    if a is None or b is None:
+        return dict(a or b) if (a or b) else None
+    return {k: a[k] + b[k] for k in a}
 
 
 def _merge_site(into, site):
@@ -444,6 +506,13 @@ def _merge_site(into, site):
                 'candidates', 'node_counts', 'stop_reasons'):
         getattr(into, key).update(getattr(site, key))
     into.changed_max = max(into.changed_max, site.changed_max)
+    into.step = add_steps(into.step, site.step)
+    if site.shapes_seen is not None:
+        # Kinds are told apart within a process only: over several, the
+        # most any one saw.
+        into.shapes_seen = max(into.shapes_seen or 0, site.shapes_seen)
+        into.shapes_more = into.shapes_more or site.shapes_more
+        into.shapes_counted += site.shapes_counted
     into.fallbacks_logged += site.fallbacks_logged
     into.fallback_reasons_exact = into.fallback_reasons_exact and site.fallback_reasons_exact
     into.max_seq = max(into.max_seq, site.max_seq)

@@ -14,6 +14,7 @@ import sys
 import textwrap
 
 import recap_advice
+from recap_logs import BETWEEN_CLASSES, STEP_CLASSES, add_steps
 from recap_logs import read_logs  # noqa: F401  (recap config reads logs through here)
 
 
@@ -34,6 +35,31 @@ def _mean_new(site):
     return site.inst_new_us / site.inst['new'] if site.inst['new'] else None
 
 
+def step_per_period(step, saved=None):
+    """Where a mean period went, in µs, from an end event's step sums (None
+    where there is none): period, capture, instantiate, launch, each
+    between-captures class and their sum (between); own, the program's own
+    work: the period less all of them (derived, not measured; None where
+    the parts add up to more than the period, as captures overlapping on
+    several threads do); saved, what recap removed per period where the
+    report estimates it (SAVED_MS over the periods; None otherwise); and
+    calls, the mean calls per period of each class."""
+    if not step or not step.get('periods'):
+        return None
+    n = step['periods']
+    out = {'period': step['period_us'] / n}
+    for c in STEP_CLASSES:
+        out[c] = step[c + '_us'] / n
+    out['between'] = sum(out[c] for c in BETWEEN_CLASSES)
+    rest = out['capture'] + out['instantiate'] + out['launch'] + out['between']
+    own = out['period'] - rest
+    # A tenth of a µs per figure is rounding, not overlap.
+    out['own'] = max(own, 0.0) if own > -0.1 * (len(STEP_CLASSES) + 1) / n else None
+    out['saved'] = saved / n if saved is not None and saved > 0 else None
+    out['calls'] = {c: step[c] / n for c in STEP_CLASSES}
+    return out
+
+
 def site_row(s, saved):
     return {
         'site': s.id, 'label': s.label, 'captures': s.captures,
@@ -52,6 +78,8 @@ def site_row(s, saved):
         'fallback_switch_calls': {r: {str(c): n for c, n in calls.most_common()}
                                   for r, calls in s.switch_calls.items()},
         'candidates': candidates_summary(s.candidates),
+        'shapes_seen': s.shapes_seen, 'shapes_more': s.shapes_more,
+        'step': s.step, 'step_per_period': step_per_period(s.step, saved),
     }
 
 
@@ -76,6 +104,12 @@ def sum_rows(rows):
     # none estimable at all, the total is unknown too.
     known = [r['saved_us'] for r in rows if r['saved_us'] is not None]
     totals['saved_us'] = sum(known) if known or not rows else None
+    step = None
+    for r in rows:
+        step = add_steps(step, r.get('step'))
+    totals['step'] = step
+    saved = sum(r['saved_us'] for r in rows if r['saved_us'] is not None and r.get('step'))
+    totals['step_per_period'] = step_per_period(step, saved)
     return totals
 
 
@@ -515,7 +549,61 @@ def report_text(logs, rows, totals, by_rank, rank_totals, width, left_out=((), 0
         out += wrapped(f'Not shown, 0 in every row: {", ".join(hidden)} (--wide shows every '
                        'column).', width)
     out += fallback_lines(logs, rows, width)
+    out += step_lines(logs, rows, width)
     out += advice_lines(logs, rows, width)
+    return out
+
+
+def _times(us_values, period):
+    """Formats µs figures in one unit chosen by the period: (unit, [text])."""
+    if period >= 1000:
+        return 'ms', [f'{v / 1000:.2f}' for v in us_values]
+    return 'µs', [f'{v:.1f}' for v in us_values]
+
+
+def _calls(n):
+    return f'{n:.0f}' if abs(n - round(n)) < 0.05 else f'{n:.1f}'
+
+
+STEP_WORDS = {'alloc': 'alloc', 'free': 'free', 'host_alloc': 'host alloc',
+              'host_free': 'host free', 'sync': 'sync'}
+
+
+def step_text(step, per):
+    """One line: where a mean period of the site went (step_per_period)."""
+    parts = [per['period'], per['capture'], per['instantiate'], per['launch'], per['between']]
+    between = [c for c in BETWEEN_CLASSES if step[c]]
+    unit, text = _times(parts + [per[c] for c in between] +
+                        [per['own'] or 0.0, per['saved'] or 0.0], per['period'])
+    period, capture, inst, launch, driver = text[:5]
+    detail = text[5:5 + len(between)]
+    own, saved = text[-2:]
+    calls = ', '.join(f'{_calls(per["calls"][c])} {STEP_WORDS[c]} {t}'
+                      for c, t in zip(between, detail))
+    line = (f'period {period} {unit} = capture {capture} + instantiate {inst} + launch {launch} '
+            f'+ driver between captures {driver}' + (f' ({calls})' if calls else '') +
+            (f' + program\'s own {own}' if per['own'] is not None else
+             ' + program\'s own - (the parts overlap: captures on several threads at once)'))
+    line += f'  [{step["periods"]:,} periods'
+    if per['saved'] is not None:
+        line += f'; recap saved about {saved} {unit} a period in instantiations (estimated)'
+    return line + ']'
+
+
+def step_lines(logs, rows, width):
+    """Per site whose end event counted a period: where its step time went,
+    a mean period, one line (step_text)."""
+    out = []
+    for row in rows:
+        per = row.get('step_per_period')
+        if not per:
+            continue
+        if not out:
+            out += [''] + wrapped('Where a step\'s time goes (mean per period, from one capture '
+                                  'begin at the site to the next; program\'s own = the period '
+                                  'less the rest):', width)
+        out.append(site_heading(logs.sites[row['site']], width))
+        out += wrapped(step_text(row['step'], per), width, '    ', '  ')
     return out
 
 

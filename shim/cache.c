@@ -28,6 +28,7 @@
 #include "shim/runtime.h"
 #include "shim/sites.h"
 #include "shim/spare.h"
+#include "shim/step_time.h"
 #include "shim/user_objects.h"
 
 struct kind_state {
@@ -809,6 +810,7 @@ CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
     (void)id;
     if (runtime_passthrough || !graph)
         return DRV_REAL(cuGraphDestroy)(graph);
+    step_forget_handle(graph);
     /* A recapture releases a graph's user objects only at its begin:
      * keeping such a graph would hold them past the program's destroy. */
     int has_user_objects = uobj_graph_has(graph);
@@ -899,6 +901,7 @@ CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec)
     (void)id;
     if (runtime_passthrough || !exec)
         return DRV_REAL(cuGraphExecDestroy)(exec);
+    step_forget_handle(exec);
     return entry_on_destroy(CACHE_EXECS, exec, &exec_keep_rule, exec_destroy_real);
 }
 

@@ -37,6 +37,7 @@
 #include "shim/self_record.h"
 #include "shim/shape.h"
 #include "shim/sites.h"
+#include "shim/step_time.h"
 
 static const char *const path_names[] = {
     [PATH_OBSERVE] = "observe", [PATH_FRESH] = "fresh",
@@ -841,11 +842,14 @@ static int begin_observed(enum drv_id id, struct stream_ref s, CUstreamCaptureMo
     pthread_mutex_unlock(&site->lock);
     if (slot < 0)
         return 0;
+    step_capture_began(&site->step, o.t0);
     PHASE_MARK(PHASE_OBSERVE_BEGIN_CLAIM, t_claim, t_claimed);
     *result = begin_plain(id, s.real, mode);
     PHASE_MARK(PHASE_OBSERVE_BEGIN_DRIVER, t_claimed, t_begun);
-    if (*result != CUDA_SUCCESS)
+    if (*result != CUDA_SUCCESS) {
         observed_unclaim(slot);
+        step_capture_refused(&site->step);
+    }
     runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id, o.seq,
                     path_names[PATH_OBSERVE]);
     return 1;
@@ -898,6 +902,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     cap->site = site;
     cap->t0 = runtime_now_us();
     kmem_capture_began(site);
+    step_capture_began(&site->step, cap->t0);
 
     PHASE_MARK(PHASE_BEGIN_RECORD, t_site, t_record);
     enum gate_change change;
@@ -923,6 +928,8 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
             if (r == CUDA_SUCCESS)
                 ctab_register(cap);
         }
+        if (r != CUDA_SUCCESS)
+            step_capture_refused(&site->step);
         runtime_verbose("capture begin site %016llx #%lu: %s (%d kept graphs to match)",
                         (unsigned long long)site->id, cap->seq,
                         recorded ? "recorded by recap" : path_names[cap->path], cap->candidates);
@@ -954,6 +961,8 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
                     path_names[cap->path]);
     if (r == CUDA_SUCCESS)
         ctab_register(cap);
+    else
+        step_capture_refused(&site->step);
     ctab_release(cap);
     return r;
 }
@@ -1131,6 +1140,7 @@ static void count_capture(struct site *site, struct capture_report *rep, enum ca
     c->changed += rep->changed, c->eligible += rep->eligible;
     c->ineligible += rep->ineligible, c->errors += rep->errors;
     c->capture_us += rep->us;
+    step_capture_ended(&site->step, rep->us);
     timeline_capture(&site->timeline, rep->seq, rep->path, rep->by, rep->us);
     rep->write = event_worth_writing(&site->last_capture_key, rep->path, rep->reason, rep->seq,
                                      rep->result != CUDA_SUCCESS);
@@ -1220,6 +1230,7 @@ static CUresult end_observed(enum drv_id id, struct stream_ref s, CUgraph *phGra
     struct capture_report rep = { .site = o->site, .seq = o->seq, .path = path_names[PATH_OBSERVE],
                                   .reason = "site observed only", .nodes = -1, .result = r };
     CUgraph graph = r == CUDA_SUCCESS && phGraph ? *phGraph : NULL;
+    step_note_handle(graph, &o->site->step);
     struct graph_census census;
     PHASE_MARK(PHASE_OBSERVE_END_RELEASE, t_ended, t_released);
     if (graph && shape_census(graph, 0, &census) == 0)
@@ -1319,8 +1330,11 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
             capture_account_recapture(cap);
         }
     }
-    if (r == CUDA_SUCCESS && graph && cap->path != PATH_RECAPTURE)
-        account_graph(cap, graph, &nodes);
+    /* A graph recap does not track is still its site's for the step's
+     * instantiations and launches (step_time.h). */
+    if (r == CUDA_SUCCESS && graph && cap->path != PATH_RECAPTURE &&
+        !account_graph(cap, graph, &nodes))
+        step_note_handle(graph, &cap->site->step);
 
     if (phGraph)
         *phGraph = graph;

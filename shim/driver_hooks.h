@@ -18,6 +18,7 @@
 #include "shim/lifecycle.h"
 #include "shim/runtime.h"
 #include "shim/self_record.h"
+#include "shim/step_time.h"
 #include "shim/user_objects.h"
 
 #endif

@@ -15,6 +15,7 @@
 #include "shim/jlog.h"
 #include "shim/runtime.h"
 #include "shim/sites.h"
+#include "shim/step_time.h"
 
 extern char **environ;
 
@@ -396,6 +397,30 @@ static void counters_json(struct jlog_line *l, const struct site_counters *c)
     jlog_f64(l, "reuse_us", tenths(c->reuse_us));
 }
 
+/* "step": where the site's step time went (step_time.h): the periods from
+ * one capture begin to the next and their time, then per class the calls
+ * that fell in them and their time, each class only where it had calls
+ * (the end event is one line of at most JLOG_LINE_MAX bytes, for every
+ * site). Written where a period was counted. */
+static void step_json(struct jlog_line *l, const struct step_totals *t)
+{
+    char key[32];
+    if (t->periods == 0)
+        return;
+    jlog_object_begin(l, "step");
+    jlog_u64(l, "periods", t->periods);
+    jlog_f64(l, "period_us", tenths((double)t->period_ns / 1000.0));
+    for (int c = 0; c < STEP_CLASSES; c++) {
+        const char *name = step_class_name((enum step_class)c);
+        if (t->by_class[c].calls == 0)
+            continue;
+        snprintf(key, sizeof key, "%s_us", name);
+        jlog_u64(l, name, t->by_class[c].calls);
+        jlog_f64(l, key, tenths((double)t->by_class[c].ns / 1000.0));
+    }
+    jlog_object_end(l);
+}
+
 static void end_one_unmatched(const char *entry, void *arg)
 {
     jlog_str(arg, NULL, entry);
@@ -406,7 +431,9 @@ struct end_walk {
     struct site_counters total;
     struct site_cache_counts cache_total;
     struct site_memory_counts memory_total;
+    struct step_totals step_total;
     const struct event_end_above *above;
+    int parts;                  /* "end" lines already written */
 };
 
 /* Device memory of the site's captures (shim/kept_memory.h): allocations
@@ -422,9 +449,24 @@ static void memory_json(struct jlog_line *l, const struct site_memory_counts *m)
         jlog_str(l, "memory_not_kept_reason", m->not_kept_reason);
 }
 
+/* Room one site's entry in the end event may take, at most (its counters,
+ * its step and memory accounting, eight fallback reasons of up to 159
+ * bytes): where less is left in the line, the sites so far go out as an
+ * "end" line of their own (with "part") and the next line goes on. A
+ * process of many sites (a test suite) would otherwise lose the last ones
+ * to the line's limit. */
+#define END_SITE_ROOM 4096
+
 static void end_one_site(struct site *site, void *arg)
 {
     struct end_walk *w = arg;
+    if (JLOG_LINE_MAX - w->line->len < END_SITE_ROOM) {
+        jlog_array_end(w->line);
+        jlog_u64(w->line, "part", (uint64_t)++w->parts);
+        jlog_line_emit(w->line);
+        jlog_line_begin(w->line, "end");
+        jlog_array_begin(w->line, "sites");
+    }
     /* Site locks are never held across a driver call, so taking one here,
      * at exit, cannot wait on a thread stuck in the driver. */
     pthread_mutex_lock(&site->lock);
@@ -432,7 +474,12 @@ static void end_one_site(struct site *site, void *arg)
     struct site_reason_count reasons[SITES_FALLBACK_REASONS];
     memcpy(reasons, site->fallback_reasons, sizeof reasons);
     unsigned long other = site->fallback_other;
+    int kinds = site->kinds_distinct, kinds_more = site->kinds_more;
+    unsigned long kinds_counted = site->kinds_counted;
     pthread_mutex_unlock(&site->lock);
+    struct step_totals step;
+    step_totals_of(&site->step, &step);
+    step_totals_add(&w->step_total, &step);
     struct site_cache_counts kept = w->above->site_counts(site);
     struct site_memory_counts memory = w->above->memory_counts(site);
     jlog_object_begin(w->line, NULL);
@@ -441,6 +488,12 @@ static void end_one_site(struct site *site, void *arg)
     jlog_u64(w->line, "kept", kept.kept);
     jlog_u64(w->line, "evicted", kept.evicted);
     memory_json(w->line, &memory);
+    /* How many kinds of graph (signatures, else shapes) its captures had
+     * over the run, of how many captures whose kind recap knew. */
+    jlog_u64(w->line, "shapes_seen", (uint64_t)kinds);
+    jlog_bool(w->line, "shapes_more", kinds_more);
+    jlog_u64(w->line, "shapes_counted", kinds_counted);
+    step_json(w->line, &step);
     if (c.fallbacks) {
         /* Exact counts by reason: capture events are sampled. */
         jlog_object_begin(w->line, "fallback_reasons");
@@ -504,6 +557,7 @@ void event_end(const struct event_end_above *above)
     memory_json(&l, &w.memory_total);
     jlog_u64(&l, "budget_bytes", above->budget_bytes);
     jlog_u64(&l, "kept_bytes_peak", above->kept_bytes_peak);
+    step_json(&l, &w.step_total);
     jlog_object_end(&l);
     jlog_array_begin(&l, "unmatched");      /* RECAP_SITES entries that selected no site */
     sites_for_each_unmatched(end_one_unmatched, &l);

@@ -20,6 +20,7 @@
 #include "shim/self_record.h"
 #include "shim/shape.h"
 #include "shim/sites.h"
+#include "shim/step_time.h"
 #include "shim/user_objects.h"
 
 /* --- the request, whichever entry point ------------------------------------------ */
@@ -305,6 +306,22 @@ static int count_instantiation(struct site *site, enum inst_how how, const char 
     return write;
 }
 
+/* A graph recap does not track: one an observed site captured is timed
+ * for the site's step (step_time.h), and so are its launches. */
+static CUresult instantiate_untracked(const struct inst_request *rq)
+{
+    struct step_site *step = step_handle_site(rq->graph);
+    if (!step)
+        return instantiate_real(rq);
+    double t0 = runtime_now_us();
+    CUresult r = instantiate_real(rq);
+    if (r == CUDA_SUCCESS) {
+        step_add(step, STEP_INSTANTIATE, runtime_since_us(t0));
+        step_note_handle(*rq->ph_exec, step);
+    }
+    return r;
+}
+
 CUresult exec_on_instantiate(const struct inst_request *rq)
 {
     if (runtime_passthrough || !rq->ph_exec)
@@ -314,7 +331,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     PHASE_MARK(PHASE_INST_USER_OBJECTS, t_entry, t_collected);
     struct graph_rec *g = cache_graph_held(rq->graph);
     if (!g)
-        return instantiate_real(rq);
+        return instantiate_untracked(rq);
     shape_again_if_edited(g);
     PHASE_MARK(PHASE_INST_HELD_GRAPH, t_collected, t_held);
 
@@ -428,6 +445,8 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     }
     PHASE_MARK(PHASE_INST_HAND_OUT, t_adopted, t_handed_out);
     double us = runtime_since_us(t0);
+    step_add(&site->step, STEP_INSTANTIATE, us);
+    step_note_handle(*rq->ph_exec, &site->step);
     const char *why = reason[0] ? reason : NULL;
     enum gate_change change;
     int write = count_instantiation(site, how, why, reusable, update_failed, us, wasted_us,

@@ -27,6 +27,7 @@
 #include "shim/runtime.h"
 #include "shim/site_names.h"
 #include "shim/sites.h"
+#include "shim/step_time.h"
 #include "shim/user_objects.h"
 
 extern char **environ;
@@ -71,6 +72,7 @@ static void lifecycle_after_fork_child(void)
     kmem_after_fork_child();
     uobj_after_fork_child();
     kparams_after_fork_child();
+    step_after_fork_child();
     sites_after_fork_child();
     jlog_after_fork_child();
     event_after_fork_child();
@@ -89,6 +91,7 @@ static void lifecycle_begin(void)
     if (runtime_settings.mode == RECAP_MODE_OFF)
         return;
 
+    step_init();
     site_set_self_module((const void *)lifecycle_begin);
     sites_announce_with(event_site, announce_forbidden);
     cache_release_first_with(kmem_release_all);

@@ -46,6 +46,7 @@ struct site *sites_get_named(uint64_t id, const struct site_stack *stack,
             fresh->id = id;
             fresh->names = origin ? site_names_new(origin) : NULL;
             fresh->policy = site_names_policy(&runtime_settings, id, fresh->names);
+            step_site_init(&fresh->step);
             fresh->working_set = fresh->working_set_told = 1;
             fresh->concurrency = fresh->concurrency_told = 1;
             pthread_mutex_init(&fresh->lock, NULL);
@@ -152,9 +153,23 @@ uint64_t sites_stream_guess_locked(struct site *site, const void *stream_key)
     return predict_next(st->history, 2 * predict_working_set(st->history));
 }
 
+/* Counts a kind into the site's kinds of the whole run. */
+static void count_kind_locked(struct site *site, uint64_t kind)
+{
+    site->kinds_counted++;
+    for (int i = 0; i < site->kinds_distinct; i++)
+        if (site->kinds_seen[i] == kind)
+            return;
+    if (site->kinds_distinct < SITES_KINDS_SEEN)
+        site->kinds_seen[site->kinds_distinct++] = kind;
+    else
+        site->kinds_more = 1;
+}
+
 void sites_stream_record_locked(struct site *site, const void *stream_key, uint64_t signature)
 {
     predict_record(&site->shapes, signature);
+    count_kind_locked(site, signature);
     struct site_stream *st = stream_slot(site, stream_key, 1);
     if (st && st->history)
         predict_record(st->history, signature);

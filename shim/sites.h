@@ -24,6 +24,7 @@
 #include "policy/settings.h"
 #include "policy/site.h"
 #include "shim/site_names.h"
+#include "shim/step_time.h"
 #include "shim/timeline.h"
 
 /* The kinds of object cache.c keeps for a site (CACHE_KINDS; lifecycle.c
@@ -70,6 +71,10 @@ struct site_stream {
     const void *key;                    /* ctab's stream key; NULL: free */
     struct shape_history *history;      /* signatures captured on it, owned */
 };
+
+/* Distinct kinds of graph a site tells apart over the whole run (the log's
+ * "shapes_seen"); more are only said to be more. */
+#define SITES_KINDS_SEEN 32
 
 /* Distinct fallback reasons a site counts exactly (the rest as "other"). */
 #define SITES_FALLBACK_REASONS 8
@@ -133,6 +138,16 @@ struct site {
     int measured_samples;
     /* --- under kmem_lock (kept_memory.c) --- */
     struct site_memory_counts memory;   /* allocations in its captures */
+    /* --- atomics, under no lock (step_time.h) --- */
+    struct step_site step;              /* where its step time goes */
+    /* --- under lock --- */
+    /* The distinct kinds (signatures, else shapes) of every graph the site
+     * counted into its history, up to SITES_KINDS_SEEN: a site whose
+     * captures all had one kind captured the same topology and kernels
+     * each time. kinds_more: more kinds than that were seen. */
+    uint64_t kinds_seen[SITES_KINDS_SEEN];
+    int kinds_distinct, kinds_more;
+    unsigned long kinds_counted;        /* captures whose kind was counted */
 };
 
 /* Records one look into the site's kept objects (counts it, feeds the
@@ -176,7 +191,8 @@ uint64_t sites_stream_guess_locked(struct site *site, const void *stream_key);
 
 /* A capture on this stream ended with a graph of this signature (0: none
  * known); also counts it into the site's history, whose distinct entries
- * are its working set. Caller holds site->lock. */
+ * are its working set, and into its kinds of the whole run. Caller holds
+ * site->lock. */
 void sites_stream_record_locked(struct site *site, const void *stream_key, uint64_t signature);
 
 /* A capture began / ended at the site (caller holds site->lock): the most

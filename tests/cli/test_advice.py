@@ -107,6 +107,92 @@ class Rules(Base):
             got, _ = self.advice(end, self.repeat_events(nodes=40))
             self.assertNotIn('static_inputs', got, end)
 
+    # -- static_inputs where the log says every capture had one shape
+    # (shapes_seen, the end event's), however many nodes changed
+    STEP = {'periods': 99, 'period_us': 99 * 2540.0, 'capture': 99, 'capture_us': 99 * 1880.0,
+            'instantiate': 99, 'instantiate_us': 99 * 80.0, 'launch': 99, 'launch_us': 99 * 30.0,
+            'alloc': 198, 'alloc_us': 99 * 210.0, 'free': 198, 'free_us': 99 * 180.0,
+            'host_alloc': 0, 'host_alloc_us': 0, 'host_free': 0, 'host_free_us': 0,
+            'sync': 99, 'sync_us': 99 * 10.0}
+
+    def one_shape_end(self, nodes, changed_each, **extra):
+        fields = dict(changed=99 * changed_each, eligible=99 * changed_each, nodes=100 * nodes,
+                      shapes_seen=1, shapes_more=False, shapes_counted=100, step=self.STEP)
+        fields.update(extra)
+        return end_entry(A, 100, 0, **fields)
+
+    def test_one_shape_few_nodes_changed_like_torch_loop(self):
+        # 3 of 10 nodes changed per capture: more than the handful the
+        # older rule took (a quarter of the nodes), the same graph all the same.
+        got, _ = self.advice(self.one_shape_end(10, 3), self.repeat_events(nodes=10, changed=3),
+                             python=TORCH)
+        a = got['static_inputs']
+        self.assertIn('Every one of the 100 captures whose graph recap knew here had one shape '
+                      '(one signature: the same topology and kernels each time); its 99 repeat '
+                      'captures changed 3.0 of 10 nodes each on average', a['text'])
+        self.assertIn('static tensors', a['text'])
+        self.assertIn('g.replay()', a['text'])
+        self.assertIn('Measured over 99 periods (capture begin to capture begin): a period took '
+                      '2,540.0 µs, of which capturing 1,880.0 µs and instantiating 80.0 µs; one '
+                      'launch '
+                      'of its graph took 30.0 µs.', a['text'])
+        self.assertIn('replace the 1,960.0 µs that capturing and instantiating take each period '
+                      'with one launch', a['text'])
+        self.assertEqual(a['figures']['shapes_seen'], 1)
+        self.assertAlmostEqual(a['figures']['period_us'], 2540.0)
+        self.assertAlmostEqual(a['figures']['launch_us'], 30.0)
+        self.assertAlmostEqual(a['figures']['changed_per_capture'], 3.0)
+
+    def test_one_shape_every_node_changed_like_resnet(self):
+        # Every node's pointers change (a framework's fresh allocations).
+        got, _ = self.advice(self.one_shape_end(60, 60),
+                             self.repeat_events(nodes=60, changed=60))
+        a = got['static_inputs']
+        self.assertIn('changed 60.0 of 60 nodes each on average', a['text'])
+        self.assertIn('cudaGraphExecKernelNodeSetParams', a['text'], 'a C program')
+
+    def test_one_shape_many_nodes_changed_like_decode(self):
+        # A decode step per capture, 20 to 200 of 400 nodes changed each.
+        events = self.repeat_events(nodes=400, changed=20)
+        events.append(with_fields(capture(A, 'recapture', 50, eligible=200), nodes=400))
+        got, _ = self.advice(self.one_shape_end(400, 110), events, python=TORCH)
+        a = got['static_inputs']
+        self.assertIn('changed 110.0 of 400 nodes each on average, at most 200 in one logged '
+                      'capture', a['text'])
+
+    def test_one_shape_without_recaptures_or_step(self):
+        # Executable reuse only: every capture a driver capture, no change
+        # counted; no step accounting in the log: the saving from the counters.
+        end = end_entry(A, 100, 0, recaptured=0, by_recap=0, fresh=100, shapes_seen=1,
+                        shapes_more=False, shapes_counted=100)
+        events = [capture(A, 'fresh', s, reason='driver 13000 has no recapture API') for s in
+                  range(1, 30)]
+        got, _ = self.advice(end, events)
+        a = got['static_inputs']
+        self.assertIn('Every one of the 100 captures whose graph recap knew here had one shape '
+                      '(one signature: the same topology and kernels each time). Capture it once',
+                      a['text'])
+        self.assertIn('That would save up to', a['text'])
+        self.assertNotIn('Measured over', a['text'])
+
+    def test_one_shape_rule_not_where_shapes_vary_or_are_few_or_unchanged(self):
+        cases = (
+            # two kinds of graph, though few nodes changed
+            self.one_shape_end(10, 2, shapes_seen=2),
+            # more kinds than the writer tells apart
+            self.one_shape_end(10, 20, shapes_seen=32, shapes_more=True),
+            # too few captures whose graph recap knew
+            self.one_shape_end(10, 5, shapes_counted=5),
+        )
+        for end in cases:
+            got, _ = self.advice(end, self.repeat_events(nodes=10, changed=2))
+            self.assertNotIn('static_inputs', got, end)
+        # No node changed: capture_once says it, with the measured step.
+        got, _ = self.advice(self.one_shape_end(10, 0), self.repeat_events(nodes=10))
+        self.assertNotIn('static_inputs', got)
+        self.assertIn('Measured over 99 periods', got['capture_once']['text'])
+        self.assertAlmostEqual(got['capture_once']['figures']['launch_us'], 30.0)
+
     # -- graph_per_shape
     def test_graph_per_shape_from_node_counts(self):
         events = [with_fields(capture(A, 'recapture', s), nodes=10 + 2 * (s % 4))
@@ -297,12 +383,22 @@ class RealRuns(Base):
     def test_alternating_shapes(self):
         (got,) = self.rules('alternate', 60).values()
         self.assertEqual(got['graph_per_shape']['figures']['shapes'], 2)
+        self.assertNotIn('static_inputs', got, 'two shapes: not one graph to replay')
 
-    def test_every_node_changes_nothing_to_say(self):
+    def test_every_node_changes_one_shape_replay(self):
         # params: five of six nodes change every iteration, nothing falls
-        # back: no rule applies.
+        # back, one signature every time: the same graph with new
+        # parameters, to capture once and replay (the end event's step
+        # accounting gives the period and one launch).
         (got,) = self.rules('params', 60).values()
-        self.assertEqual(got, {})
+        self.assertEqual(list(got), ['static_inputs'])
+        a = got['static_inputs']
+        self.assertIn('Every one of the 60 captures whose graph recap knew here had one shape',
+                      a['text'])
+        self.assertIn('changed 5.0 of 6 nodes each on average', a['text'])
+        self.assertIn('Measured over 59 periods', a['text'])
+        self.assertEqual(a['figures']['periods'], 59)
+        self.assertGreater(a['figures']['launch_us'], 0)
 
     def test_python_program_capturing_the_same_graph(self):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, 'python',

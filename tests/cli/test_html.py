@@ -322,6 +322,47 @@ class Page(PageBase):
         self.assertEqual(r.returncode, 2)
 
 
+class StepBars(PageBase):
+    """Where a step's time goes: a stacked bar per site whose end event
+    counted a period - measured parts, the program's own work (derived),
+    what recap removed (estimated) - scaled to the longest."""
+
+    def test_a_bar_per_site_with_a_period(self):
+        from test_report import EXAMPLE, step_sums
+        log = self.write('s.jsonl', [
+            start(), site(A, 'a.py:1 (f)'), site(B, 'b.py:2 (g)'),
+            ev('end', totals={}, sites=[
+                end_entry(A, 11, 0, step=step_sums(**EXAMPLE)),
+                end_entry(B, 11, 0, step=step_sums(**dict(EXAMPLE, period_us=1270.0,
+                                                          capture_us=600.0))),
+                end_entry('00000000000000cc', 1, 0)])])
+        text, root, _ = self.page(log)
+        self.assertIn("<h2>Where a step's time goes</h2>", text)
+        bars = {g.attrs['data-site']: g for g in root.find('g', 'step')}
+        self.assertEqual(set(bars), {A, B}, 'no bar for a site without a period')
+        parts = {r.classes()[0]: float(r.attrs['data-us']) for r in bars[A].find('rect')}
+        self.assertEqual(parts, {'s-capture': 1880.0, 's-instantiate': 80.0, 's-launch': 30.0,
+                                 's-alloc': 210.0, 's-free': 180.0, 's-sync': 10.0,
+                                 's-own': 150.0, 's-saved': 98.0})
+        titles = {r.classes()[0]: r.find('title')[0].all_text() for r in bars[A].find('rect')}
+        self.assertIn('(measured)', titles['s-capture'])
+        self.assertIn('(derived: the period less the rest)', titles['s-own'])
+        self.assertIn('estimated', titles['s-saved'])
+        widths = {k: sum(float(r.attrs['width']) for r in g.find('rect'))
+                  for k, g in bars.items()}
+        self.assertAlmostEqual(widths[A], recap_html.STEP_BAR[1] - recap_html.STEP_BAR[0],
+                               places=0, msg='the longest fills the room')
+        self.assertLess(widths[B], widths[A])
+        self.assertIn('period 2.54 ms = capture 1.88', ' '.join(root.all_text().split()))
+
+    def test_no_section_without_periods(self):
+        log = self.write('s.jsonl', [start(), site(A, 'a.py:1 (f)'), capture(A, 'fresh'),
+                                     ev('end', totals={}, sites=[end_entry(A, 1, 0)])])
+        text, root, _ = self.page(log)
+        self.assertNotIn("Where a step's time goes", text)
+        self.assertEqual(root.find('g', 'step'), [])
+
+
 def standin_run(t, name, iterations, log, extra=None):
     """The scenario program on the stand-in driver under librecap."""
     env = {k: v for k, v in os.environ.items()

@@ -430,6 +430,93 @@ class FallbackReasons(Base):
         self.assertFalse(row['fallback_reasons_sampled'])
 
 
+def step_sums(periods=10, **per_period):
+    """An end event's step object: per_period's figures (µs and calls per
+    period, as CLASS_us and CLASS) times the periods; every class present."""
+    out = {'periods': periods, 'period_us': periods * per_period.pop('period_us', 0.0)}
+    for c in ('capture', 'instantiate', 'launch', 'alloc', 'free', 'host_alloc', 'host_free',
+              'sync'):
+        out[c] = periods * per_period.pop(c, 0)
+        out[c + '_us'] = periods * per_period.pop(c + '_us', 0.0)
+    assert not per_period, per_period
+    return out
+
+
+# The issue's example: a period of 2.54 ms.
+EXAMPLE = dict(period_us=2540.0, capture=1, capture_us=1880.0, instantiate=1,
+               instantiate_us=80.0, launch=1, launch_us=30.0, alloc=2, alloc_us=210.0, free=2,
+               free_us=180.0, sync=1, sync_us=10.0)
+
+
+class StepTime(Base):
+    """Where a step's time goes: a line per site from the end event's step
+    object, the figures in --json, the program's own time derived."""
+
+    def report(self, *ends):
+        lines = [start(), site(A, SHORT)]
+        lines += [ev('end', sites=[e], totals={}) for e in ends]
+        log = self.write('s.jsonl', lines)
+        data = json.loads(recap('report', '--json', log).stdout)
+        text = recap('report', log).stdout
+        return data, text
+
+    def test_line_and_json(self):
+        data, text = self.report(end_entry(A, 11, 0, step=step_sums(**EXAMPLE)))
+        flat = ' '.join(text.split())
+        self.assertIn("Where a step's time goes (mean per period, from one capture begin at the "
+                      "site to the next; program's own = the period less the rest):", flat)
+        self.assertIn("period 2.54 ms = capture 1.88 + instantiate 0.08 + launch 0.03 + driver "
+                      "between captures 0.40 (2 alloc 0.21, 2 free 0.18, 1 sync 0.01) + "
+                      "program's own 0.15 [10 periods; recap saved about 0.10 ms a period in "
+                      "instantiations (estimated)]", flat)
+        (row,) = data['sites']
+        self.assertEqual(row['step']['periods'], 10)
+        self.assertAlmostEqual(row['step']['alloc_us'], 2100.0)
+        self.assertEqual(row['step']['free'], 20)
+        per = row['step_per_period']
+        self.assertAlmostEqual(per['period'], 2540.0)
+        self.assertAlmostEqual(per['between'], 400.0)
+        self.assertAlmostEqual(per['own'], 150.0)
+        self.assertAlmostEqual(per['saved'], 98.0, msg='(10 reuses x 100 µs - 20 µs) / 10')
+        self.assertAlmostEqual(per['calls']['alloc'], 2.0)
+        self.assertAlmostEqual(data['totals']['step_per_period']['own'], 150.0)
+        self.assertEqual(data['totals']['step']['periods'], 10)
+
+    def test_overlapping_parts_have_no_own_time(self):
+        # Captures on several threads at once: the parts add up to more
+        # than the period; the program's own time is not made up.
+        data, text = self.report(end_entry(A, 11, 0, step=step_sums(
+            period_us=100.0, capture=2, capture_us=150.0)))
+        self.assertIsNone(data['sites'][0]['step_per_period']['own'])
+        self.assertIn("program's own - (the parts overlap: captures on several threads at once)",
+                      ' '.join(text.split()))
+
+    def test_no_line_without_a_period(self):
+        data, text = self.report(end_entry(A, 11, 0))
+        self.assertIsNone(data['sites'][0]['step'])
+        self.assertIsNone(data['sites'][0]['step_per_period'])
+        self.assertNotIn("Where a step's time goes", text)
+        data, text = self.report(end_entry(A, 1, 0, step={'periods': 0, 'period_us': 0.0}))
+        self.assertNotIn("Where a step's time goes", text)
+
+    def test_microseconds_where_the_period_is_short(self):
+        _, text = self.report(end_entry(A, 11, 0, step=step_sums(
+            period_us=79.5, capture=1, capture_us=50.1, launch=1, launch_us=1.0, sync=1,
+            sync_us=0.1)))
+        self.assertIn('period 79.5 µs = capture 50.1 + instantiate 0.0 + launch 1.0 + driver '
+                      'between captures 0.1 (1 sync 0.1)', ' '.join(text.split()))
+
+    def test_processes_sum(self):
+        logs = [self.write(f'{r}.jsonl', [start(pid=r + 1, rank=r, rank_var='RANK'),
+                                           ev('end', pid=r + 1, totals={}, sites=[end_entry(
+                                               A, 11, 0, step=step_sums(**EXAMPLE))])])
+                for r in (0, 1)]
+        data = json.loads(recap('report', '--json', *logs).stdout)
+        self.assertEqual(data['sites'][0]['step']['periods'], 20)
+        self.assertAlmostEqual(data['sites'][0]['step_per_period']['own'], 150.0)
+        self.assertEqual([r['step']['periods'] for r in data['by_rank']], [10, 10])
+
+
 class RealRun(Base):
     """The scenario program on the stand-in driver under librecap: the
     report of a real log fits 100 columns and agrees with --csv."""
@@ -450,6 +537,17 @@ class RealRun(Base):
         rows = list(csv.DictReader(io.StringIO(recap('report', '--csv', log).stdout)))
         self.assertEqual(int(rows[-1]['captures']), 120)
         self.assertGreater(int(rows[-1]['reused']), 100)
+        # Where its step time went: 119 periods, each one capture, one
+        # instantiation, one launch and one synchronisation.
+        self.assertIn("Where a step's time goes", r.stdout)
+        data = json.loads(recap('report', '--json', log).stdout)
+        step = data['sites'][0]['step']
+        self.assertEqual(step['periods'], 119)
+        for c in ('capture', 'instantiate', 'launch', 'sync'):
+            self.assertEqual(step[c], 119, c)
+        self.assertEqual(step['alloc'], 0)
+        self.assertGreater(step['capture_us'], 0)
+        self.assertIsNotNone(data['sites'][0]['step_per_period']['own'])
 
 
 if __name__ == '__main__':

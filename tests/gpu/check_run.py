@@ -99,6 +99,12 @@ def program_events(events):
     return [e for e in events if e.get("pid") == pid]
 
 
+def end_sites(events):
+    """Every site entry of the end event: a process of many sites writes it
+    in parts (each an "end" line with "part"; the last has the totals)."""
+    return [s for e in events if e["event"] == "end" for s in e.get("sites", [])]
+
+
 def check_log(args):
     failures = []
     events = program_events(read_events(args.log, failures))
@@ -126,7 +132,7 @@ def check_log(args):
     if unknown_hows:
         failures.append(f"instantiate events with unknown how: {sorted(unknown_hows)}")
     if end is not None:
-        sites = [s for s in end.get("sites", []) if s.get("instantiations", 0) > 0]
+        sites = [s for s in end_sites(events) if s.get("instantiations", 0) > 0]
         after_first = sum(s["instantiations"] - 1 for s in sites)
         reused = sum(s.get("reused", 0) for s in sites)
     else:
@@ -142,8 +148,8 @@ def check_log(args):
                         f"({fraction:.0%} < {args.min_reuse:.0%})")
 
     start = next((e for e in events if e["event"] == "start"), {})
-    recapture_note = check_recapture(args, start, end, failures)
-    by_recap_note = check_by_recap(args, start, end, failures)
+    recapture_note = check_recapture(args, start, end, end_sites(events), failures)
+    by_recap_note = check_by_recap(args, start, end, end_sites(events), failures)
 
     begins = ends = 0
     try:
@@ -190,7 +196,7 @@ def check_log(args):
     return 1 if failures else 0
 
 
-def check_recapture(args, start, end, failures):
+def check_recapture(args, start, end, end_entries, failures):
     """The 13.3 requirements, from the end event's exact per-site totals.
     Returns a line saying what was required and found, or None when not
     required."""
@@ -199,7 +205,7 @@ def check_recapture(args, start, end, failures):
         wanted = "require" if start.get("recapture_api") is True else "off"
     if wanted == "off" or end is None:
         return None
-    sites = [s for s in end.get("sites", []) if s.get("captures", 0) > 0]
+    sites = [s for s in end_entries if s.get("captures", 0) > 0]
     after_first = sum(s["captures"] - 1 for s in sites)
     recaptured = sum(s.get("recaptured", 0) for s in sites)
     fraction = recaptured / after_first if after_first else 0.0
@@ -227,7 +233,7 @@ def check_recapture(args, start, end, failures):
             f"update)")
 
 
-def check_by_recap(args, start, end, failures):
+def check_by_recap(args, start, end, end_entries, failures):
     """--min-by-recap, where recap records repeat captures itself (no
     recapture API). Returns a line saying what was required and found, or
     None when not asked or not applicable."""
@@ -235,7 +241,7 @@ def check_by_recap(args, start, end, failures):
         return None
     if start.get("recapture_api") is True:
         return "recorded by recap: not required (the driver has the recapture API)"
-    sites = [s for s in end.get("sites", []) if s.get("captures", 0) > 0]
+    sites = [s for s in end_entries if s.get("captures", 0) > 0]
     after_first = sum(s["captures"] - 1 for s in sites)
     by_recap = sum(s.get("by_recap", 0) for s in sites)
     fallbacks = sum(s.get("fallbacks", 0) for s in sites)
@@ -321,7 +327,7 @@ def check_sites(args):
     events = read_events(args.log, failures)
     sites = [e for e in events if e["event"] == "site"]
     ends = [e for e in events if e["event"] == "end"]
-    counts = {s["site"]: s["captures"] for s in ends[-1]["sites"]} if ends else {}
+    counts = {s["site"]: s["captures"] for s in end_sites(events)} if ends else {}
     marks = site_marks(args.script)
     run = {"torch": "run_torch", "cupy": "run_cupy", "cuda_core": "run_cuda_core"}[args.binding]
     section = [i for i, line in enumerate(open(args.script, encoding="utf-8"), 1)

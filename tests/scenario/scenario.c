@@ -238,6 +238,12 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
      * over the iterations in between. */
     const char *at_text = getenv("SCENARIO_STATS_AT");
     int stats_at = at_text && *at_text ? atoi(at_text) : -1;
+    /* SCENARIO_STEP_MEMORY=1: each iteration allocates device and pinned
+     * host memory before its capture and frees both after it, as a
+     * framework's step may (what recap's end event counts between
+     * captures, shim/step_time.h). */
+    const char *step_text = getenv("SCENARIO_STEP_MEMORY");
+    int step_memory = step_text && *step_text && strcmp(step_text, "0") != 0;
 
     for (int it = 0; it < iters; it++) {
         if (it == stats_at)
@@ -292,7 +298,15 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
         struct sc_options each = *o;
         if (!strcmp(name, "variants"))
             each.instantiate_variant = it % 4;
+        CUdeviceptr step_device = 0;
+        void *step_host = NULL;
+        if (step_memory)
+            printf("it=%d step alloc=%d host=%d\n", it, (int)cuMemAlloc(&step_device, 4096),
+                   (int)cuMemAllocHost(&step_host, 4096));
         failures += sc_iteration(&ctx, it, &r, &each, &pending);
+        if (step_memory)
+            printf("it=%d step free=%d host=%d\n", it, (int)cuMemFree(step_device),
+                   (int)cuMemFreeHost(step_host));
     }
     if (stats_at >= 0)
         sc_write_stats_snapshot(".end");
@@ -1232,6 +1246,31 @@ static __attribute__((noinline)) int lru_site_c(int it)
     return capture_and_run(&r, it, "C") + (int)(it < 0);
 }
 
+/* Forty capture sites, each a function of its own, one capture each per
+ * iteration: a process of many sites (as a test suite is), whose end
+ * event does not fit one log line. */
+#define MANY_SITES(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) \
+    X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) \
+    X(28) X(29) X(30) X(31) X(32) X(33) X(34) X(35) X(36) X(37) X(38) X(39)
+#define MANY_SITE_FN(n)                                                  \
+    static __attribute__((noinline)) int many_site_##n(int it)          \
+    {                                                                    \
+        struct sc_recipe r;                                              \
+        recipe_params(&r, it + n);                                       \
+        return capture_and_run(&r, it, #n) + (int)(it < 0);              \
+    }
+MANY_SITES(MANY_SITE_FN)
+#define MANY_SITE_CALL(n) failures += many_site_##n(it);
+
+static int run_many_sites(int iters)
+{
+    int failures = 0;
+    for (int it = 0; it < iters; it++) {
+        MANY_SITES(MANY_SITE_CALL)
+    }
+    return failures ? 1 : 0;
+}
+
 static int run_sites_lru(int iters)
 {
     int failures = 0;
@@ -1551,6 +1590,8 @@ int main(int argc, char **argv)
         rc = run_temporary_events(iters, 1, 1);
     else if (!strcmp(name, "sites_lru"))
         rc = run_sites_lru(iters);
+    else if (!strcmp(name, "many_sites"))
+        rc = run_many_sites(iters);
     else if (!strcmp(name, "own_updates"))
         rc = run_own_updates(iters, 3, 1);
     else if (!strcmp(name, "own_updates1"))

@@ -969,6 +969,32 @@ Test(scenario, eviction_across_sites_is_least_recently_used)
     sc_done(&o);
 }
 
+/* A process of forty sites: its end event goes out in parts, each a whole
+ * "end" line, the last with the totals, so no site is lost to the log
+ * line's limit (a test suite in one process has a hundred sites). */
+Test(scenario, the_end_of_many_sites_is_written_in_parts)
+{
+    struct sc_case c = { .name = "many_sites", .iters = 3, .driver = "13000" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    int sites = 0, lines = 0;
+    char *text = run_read_file(o.log, NULL);
+    cr_assert_not_null(text);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strstr(line, "\"event\":\"end\""))
+            continue;
+        lines++;
+        cr_expect_null(strstr(line, "\"truncated\""), "an end line was truncated: %.200s", line);
+        for (char *p = line; (p = strstr(p, "{\"site\":\"")); p++)
+            sites++;
+    }
+    free(text);
+    cr_expect_eq(sites, 40, "%d sites in the end event, expected 40", sites);
+    cr_expect_geq(lines, 2, "forty sites fit one end line: nothing tested");
+    cr_expect_eq(run_log_total(o.log, "captures"), 120);
+    sc_done(&o);
+}
+
 /* A program that keeps one executable graph per shape and updates it
  * itself: recap instantiates and updates exactly what the program asks. */
 Test(scenario, program_updating_its_own_executables_is_left_alone)
@@ -990,5 +1016,99 @@ Test(scenario, program_updating_its_own_executables_at_13_3)
     sc_compare(&c, &o);
     cr_expect_eq(run_stat(o.stats, "cuGraphInstantiateWithFlags"), 3);
     cr_expect_eq(run_stat(o.stats, "cuGraphExecUpdate_v2"), 27);
+    sc_done(&o);
+}
+
+/* --- where a step's time goes (shim/step_time.h) ---------------------------------------- */
+
+/* Every figure of the totals' "step" object, and the site's shapes_seen. */
+static const char *const step_classes[] = {
+    "capture", "instantiate", "launch", "alloc", "free", "host_alloc", "host_free", "sync",
+};
+
+/* The params loop of `iters` iterations, each allocating device and pinned
+ * host memory before its capture, synchronising once after its launch and
+ * freeing both after it (SCENARIO_STEP_MEMORY): its iters - 1 periods from
+ * one capture begin to the next hold one of each call, and every capture,
+ * instantiation and launch but the last one's (the last period never
+ * closes); what is measured fits in the periods. */
+static void step_case(const struct sc_case *c)
+{
+    struct sc_outcome o;
+    sc_compare(c, &o);
+    long periods = c->iters - 1;
+    cr_expect_eq(run_log_step(o.log, "periods"), periods, "%s at %s", c->name, c->driver);
+    double parts = 0;
+    for (size_t i = 0; i < sizeof step_classes / sizeof *step_classes; i++) {
+        char us[32];
+        snprintf(us, sizeof us, "%s_us", step_classes[i]);
+        cr_expect_eq(run_log_step(o.log, step_classes[i]), periods, "%s at %s: %s", c->name,
+                     c->driver, step_classes[i]);
+        cr_expect_geq(run_log_step(o.log, us), 0, "%s", us);
+        parts += run_log_step(o.log, us);
+    }
+    cr_expect_gt(run_log_step(o.log, "capture_us"), 0);
+    /* Each figure is rounded to a tenth of a microsecond. */
+    cr_expect_leq(parts, run_log_step(o.log, "period_us") + 1.0,
+                  "%s at %s: %.1f us measured in %.1f us of periods", c->name, c->driver, parts,
+                  run_log_step(o.log, "period_us"));
+    int observed = c->env[1] && !strcmp(c->env[1], "RECAP_MODE=observe");
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"",
+                                 observed ? "\"shapes_seen\":0," : "\"shapes_seen\":1,", NULL),
+                 1, "%s at %s: %s", c->name, c->driver,
+                 observed ? "observed: no shape known" : "one kind of graph");
+    sc_done(&o);
+}
+
+Test(scenario, step_time_of_a_loop_recaptured_at_13_3)
+{
+    step_case(&(struct sc_case){ .name = "params", .iters = 12, .driver = "13030",
+                                 .env = { "SCENARIO_STEP_MEMORY=1" } });
+}
+
+Test(scenario, step_time_of_a_loop_recorded_by_recap_at_13_0)
+{
+    step_case(&(struct sc_case){ .name = "params", .iters = 12, .driver = "13000",
+                                 .env = { "SCENARIO_STEP_MEMORY=1", "RECAP_SELF_RECORD=on" } });
+}
+
+Test(scenario, step_time_of_a_loop_whose_executables_are_updated)
+{
+    step_case(&(struct sc_case){ .name = "params", .iters = 12, .driver = "13000",
+                                 .env = { "SCENARIO_STEP_MEMORY=1", "RECAP_MODE=update" } });
+}
+
+/* Observed only, recap tracks no graph: the graphs its captures made are
+ * still followed to their instantiations and launches; shapes are not
+ * known (0 seen). */
+Test(scenario, step_time_of_an_observed_loop)
+{
+    step_case(&(struct sc_case){ .name = "params", .iters = 12, .driver = "13000",
+                                 .env = { "SCENARIO_STEP_MEMORY=1", "RECAP_MODE=observe" } });
+}
+
+/* Begun on one thread and ended on another: the capture closes at its
+ * site whichever thread ends it, so the launch and synchronisation the
+ * first thread makes next are counted. */
+Test(scenario, step_time_of_captures_ended_on_another_thread)
+{
+    struct sc_case c = { .name = "cross_thread", .iters = 10, .driver = "13030" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_log_step(o.log, "periods"), 9);
+    cr_expect_eq(run_log_step(o.log, "capture"), 9);
+    cr_expect_eq(run_log_step(o.log, "launch"), 9);
+    cr_expect_eq(run_log_step(o.log, "sync"), 9);
+    sc_done(&o);
+}
+
+/* Two shapes in turn: two kinds of graph over the run. */
+Test(scenario, alternating_shapes_are_two_shapes_seen)
+{
+    struct sc_case c = { .name = "alternate", .iters = 20, .driver = "13030" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"", "\"shapes_seen\":2,", NULL), 1);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"", "\"shapes_counted\":20,", NULL), 1);
     sc_done(&o);
 }

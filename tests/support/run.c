@@ -359,6 +359,27 @@ long run_log_total(const char *log, const char *key)
     return value;
 }
 
+double run_log_step(const char *log, const char *key)
+{
+    char *text = run_read_file(log, NULL);
+    if (!text)
+        return -1;
+    double value = -1;
+    char needle[128];
+    snprintf(needle, sizeof needle, "\"%s\":", key);
+    char *end = NULL;
+    for (char *p = text; (p = strstr(p, "\"event\":\"end\"")); p++)
+        end = p;
+    char *totals = end ? strstr(end, "\"totals\":{") : NULL;
+    char *step = totals ? strstr(totals, "\"step\":{") : NULL;
+    char *close = step ? strchr(step, '}') : NULL;
+    char *at = step ? strstr(step, needle) : NULL;
+    if (at && at < close)
+        value = atof(at + strlen(needle));
+    free(text);
+    return value;
+}
+
 long run_stat(const char *path, const char *name)
 {
     char *text = run_read_file(path, NULL);
