@@ -993,6 +993,34 @@ int cache_release_all(void)
     return n;
 }
 
+int cache_forget_held(void)
+{
+    struct cache_entry *held = NULL;
+    int n = 0;
+    pthread_mutex_lock(&cache_lock);
+    for (int k = 0; k < CACHE_KINDS; k++) {
+        struct hmap *m = &kinds[k].by_handle;
+        /* Collected first: deleting shifts the slots behind. */
+        for (size_t i = 0; i < m->cap; i++) {
+            struct cache_entry *e = m->slots[i].value;
+            if (m->slots[i].key && e->state == CACHE_HELD &&
+                !(k == CACHE_GRAPHS && ((struct graph_rec *)e)->copying)) {
+                e->lru_newer = held;       /* unused while HELD */
+                held = e;
+            }
+        }
+        for (struct cache_entry *e = held; e && e->kind == (enum cache_kind)k; e = e->lru_newer)
+            hmap_del(m, e->handle);
+        map_changed(&kinds[k]);
+    }
+    pthread_mutex_unlock(&cache_lock);
+    for (struct cache_entry *e = held, *next; e; e = next, n++) {
+        next = e->lru_newer;
+        entry_free(e);
+    }
+    return n;
+}
+
 static int (*release_first)(void);
 
 void cache_release_first_with(int (*first)(void))

@@ -324,6 +324,12 @@ struct site_cache_counts cache_site_counts(struct site *site);
  * Returns how many objects there were. */
 int cache_release_all(void);
 
+/* Forgets every record of a graph or executable graph the program holds
+ * (its context may be going away, and the driver may give the handle to a
+ * new object): the program's later calls with them pass to the driver.
+ * Returns how many. Objects captures took are left to them. */
+int cache_forget_held(void);
+
 /* cache_release_all with a warning in the log: for an allocation that
  * failed for memory, retried only when the count says that can help. What
  * `first` releases (the lifecycle sets it: memory kept for sites' next

@@ -367,6 +367,20 @@ void event_comm_teardown(const char *call, int released, int forwarded)
     jlog_line_emit(&l);
 }
 
+void event_context_teardown(const char *call, int released, int forgotten)
+{
+    struct jlog_line l;
+
+    runtime_verbose("%s: destroyed %d kept graphs, executable graphs and memory blocks first, "
+                    "forgot %d the program holds", call, released, forgotten);
+    if (!event_begin(&l, "context_teardown"))
+        return;
+    jlog_str(&l, "call", call);
+    jlog_i64(&l, "released", released);
+    jlog_i64(&l, "forgotten", forgotten);
+    jlog_line_emit(&l);
+}
+
 /* --- end: totals per site and overall ------------------------------------ */
 
 static void counters_json(struct jlog_line *l, const struct site_counters *c)

@@ -83,6 +83,11 @@ void event_own_call_failed(const struct site *site, const char *symbol, int resu
 /* In a fork child: its first event opens its own log with a "start". */
 void event_after_fork_child(void);
 
+/* A call that may destroy a context (lifecycle_context_teardown): how many
+ * kept objects recap destroyed before it, and how many records of handles
+ * the program holds it forgot. */
+void event_context_teardown(const char *call, int released, int forgotten);
+
 /* An NCCL communicator teardown call (nccl_hooks.c): how many kept objects
  * recap destroyed before it, and whether NCCL's definition was found. */
 void event_comm_teardown(const char *call, int released, int forwarded);

@@ -249,7 +249,42 @@ size_t kmem_free_as_seen(size_t free, size_t total)
     return free + kept < total ? free + kept : total;
 }
 
+static int release_all(int tell);
+
 int kmem_release_all(void)
+{
+    return release_all(1);
+}
+
+int kmem_release_all_quietly(void)
+{
+    return release_all(0);
+}
+
+int kmem_forget_tracked(void)
+{
+    struct kmem_block *gone = NULL;
+    int n = 0;
+    pthread_mutex_lock(&kmem_lock);
+    for (size_t i = 0; i < blocks.cap; i++) {
+        struct kmem_block *b = blocks.slots[i].value;
+        if (blocks.slots[i].key && !b->kept) {
+            b->next_kept = gone;
+            gone = b;
+        }
+    }
+    for (struct kmem_block *b = gone; b; b = b->next_kept)
+        hmap_del(&blocks, (const void *)b->ptr);
+    count_changed();
+    pthread_mutex_unlock(&kmem_lock);
+    for (struct kmem_block *b = gone, *next; b; b = next, n++) {
+        next = b->next_kept;
+        free(b);
+    }
+    return n;
+}
+
+static int release_all(int tell)
 {
     pthread_mutex_lock(&kmem_lock);
     struct kmem_block *list = kept_blocks;
@@ -268,7 +303,7 @@ int kmem_release_all(void)
         cache_charge_kept_memory(-(long long)b->size);
         free(b);
     }
-    if (n)
+    if (n && tell)
         event_warning(NULL, "device memory exhausted: freed %d blocks of memory recap kept for "
                             "its sites' next captures", n);
     return n;

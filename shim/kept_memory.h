@@ -94,6 +94,13 @@ int kmem_release_all(void);
 /* What a site's kept memory did, for the end event. */
 struct site_memory_counts kmem_site_counts(struct site *site);
 
+/* Before a context teardown (lifecycle_context_teardown): every kept
+ * block freed at the driver, with no warning (the count is returned), and
+ * every block the program holds forgotten (its later free passes to the
+ * driver). */
+int kmem_release_all_quietly(void);
+int kmem_forget_tracked(void);
+
 void kmem_after_fork_child(void);
 
 #endif

@@ -60,6 +60,16 @@ static void lifecycle_at_exit(void)
     event_end(&above);
 }
 
+void lifecycle_context_teardown(const char *call)
+{
+    if (runtime_passthrough)
+        return;
+    int released = kmem_release_all_quietly() + cache_release_all();
+    int forgotten = kmem_forget_tracked() + cache_forget_held();
+    if (released || forgotten)
+        event_context_teardown(call, released, forgotten);
+}
+
 static void lifecycle_after_fork_child(void)
 {
     /* Order matters: captures refer to sites and cached records. */

@@ -29,4 +29,11 @@ extern int lifecycle_started;
  * and calls on the starting thread made while it starts return at once. */
 void lifecycle_start(void);
 
+/* A call that may destroy a context (cuCtxDestroy, the last
+ * cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxReset) is about to run:
+ * what recap keeps is destroyed while the context is alive, and the
+ * records of handles the program holds are forgotten (they may die with
+ * it, and the driver may give their values to new objects). Logged. */
+void lifecycle_context_teardown(const char *call);
+
 #endif

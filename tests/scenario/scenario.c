@@ -662,6 +662,67 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
     return failures ? 1 : 0;
 }
 
+/* Contexts that come and go, as a test suite's fixtures make them: each
+ * round makes a context of its own (ctx_teardown) or retains the primary
+ * context once more (ctx_teardown_primary), captures memsets into a
+ * buffer of it five times at one site (its pool allocated inside the
+ * capture, as a caching allocator does), then tears the context down
+ * (cuCtxDestroy; the primary's last release). What recap kept of it must
+ * not outlive it. The setup's own primary reference is dropped first in
+ * the primary variant, so that each round's release is the last. */
+static int run_ctx_teardown(int iters, int primary)
+{
+    CUdevice dev;
+    int failures = 0;
+    cuDeviceGet(&dev, 0);
+    if (primary)
+        printf("setup release rc=%d\n", (int)cuDevicePrimaryCtxRelease(dev));
+    for (int round = 0; round < iters; round++) {
+        CUcontext c = NULL;
+        CUstream s = NULL;
+        CUdeviceptr buf = 0;
+        int make = primary ? (int)cuDevicePrimaryCtxRetain(&c, dev) : (int)cuCtxCreate(&c, NULL, 0, dev);
+        int cur = (int)cuCtxSetCurrent(c);
+        int stream = (int)cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+        int alloc = (int)cuMemAlloc(&buf, SC_N * sizeof(unsigned));
+        failures += make || cur || stream || alloc;
+        for (int it = 0; it < 5; it++) {
+            CUgraph graph = NULL;
+            CUgraphExec exec = NULL;
+            CUdeviceptr pool = 0;
+            unsigned host[SC_N];
+            int begin = (int)cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+            int palloc = (int)cuMemAlloc(&pool, SC_N * sizeof(unsigned));
+            int set = (int)cuMemsetD32Async(pool, (unsigned)(round * 10 + it), SC_N, s);
+            int copy = (int)cuMemcpyDtoDAsync(buf, pool, SC_N * sizeof(unsigned), s);
+            int end = (int)cuStreamEndCapture(s, &graph);
+            int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+            int launch = exec ? (int)cuGraphLaunch(exec, s) : -1;
+            int sync = (int)cuStreamSynchronize(s);
+            int read = (int)cuMemcpyDtoH(host, buf, sizeof host);
+            if (exec)
+                cuGraphExecDestroy(exec);
+            if (graph)
+                cuGraphDestroy(graph);
+            int pfree = pool ? (int)cuMemFree(pool) : -1;
+            failures += begin || palloc || set || copy || end || inst || launch || sync || read ||
+                        pfree;
+            printf("round=%d it=%d rc=%d,%d,%d,%d,%d,%d,%d,%d,%d,%d value=%u\n", round, it, begin,
+                   palloc, set, copy, end, inst, launch, sync, read, pfree, host[SC_N - 1]);
+        }
+        int sfree = (int)cuStreamDestroy(s);
+        int bfree = (int)cuMemFree(buf);
+        int gone = primary ? (int)cuDevicePrimaryCtxRelease(dev) : (int)cuCtxDestroy(c);
+        failures += sfree || bfree || gone;
+        printf("round=%d teardown rc=%d,%d,%d\n", round, sfree, bfree, gone);
+    }
+    /* Back to a context for the stats and the drain at exit. */
+    CUcontext last = NULL;
+    cuDevicePrimaryCtxRetain(&last, dev);
+    cuCtxSetCurrent(last);
+    return failures ? 1 : 0;
+}
+
 /* The program breaks its own capture at iteration 3 with a call that is
  * illegal while a global-mode capture runs. */
 static int run_broken(int iters)
@@ -1592,6 +1653,8 @@ int main(int argc, char **argv)
         rc = run_sites_lru(iters);
     else if (!strcmp(name, "many_sites"))
         rc = run_many_sites(iters);
+    else if (!strcmp(name, "ctx_teardown") || !strcmp(name, "ctx_teardown_primary"))
+        rc = run_ctx_teardown(iters, !strcmp(name, "ctx_teardown_primary"));
     else if (!strcmp(name, "own_updates"))
         rc = run_own_updates(iters, 3, 1);
     else if (!strcmp(name, "own_updates1"))

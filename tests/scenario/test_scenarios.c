@@ -995,6 +995,35 @@ Test(scenario, the_end_of_many_sites_is_written_in_parts)
     sc_done(&o);
 }
 
+/* Contexts that come and go (a test suite's fixtures): everything in a
+ * context dies with it, so what recap kept of one - released graphs and
+ * executable graphs, memory - must go before it, and the records of the
+ * handles the program held must not be trusted after it (the real driver
+ * reuses handle values). cuda.core's own graph tests crashed under recap
+ * on the H200 when a primary context's last release took recap's kept
+ * executable graphs with it. Each way a context goes is tried. */
+static void contexts_come_and_go(const char *name)
+{
+    struct sc_case c = { .name = name, .driver = "13000", .iters = 3 };
+    struct sc_outcome o;
+    sc_compare(&c, &o);   /* same output, no misuse of a dead handle */
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"context_teardown\"", NULL), 3,
+                 "%s: one context_teardown event per round", name);
+    cr_expect_geq(run_log_total(o.log, "reused"), 3 * 4 - 3,
+                  "%s: executable reuse inside each round", name);
+    sc_done(&o);
+}
+
+Test(scenario, what_recap_keeps_goes_before_a_context_destroyed)
+{
+    contexts_come_and_go("ctx_teardown");
+}
+
+Test(scenario, what_recap_keeps_goes_before_the_primary_context_released)
+{
+    contexts_come_and_go("ctx_teardown_primary");
+}
+
 /* A program that keeps one executable graph per shape and updates it
  * itself: recap instantiates and updates exactly what the program asks. */
 Test(scenario, program_updating_its_own_executables_is_left_alone)
