@@ -113,12 +113,13 @@ class Browser(PageBase):
 
         png = os.path.join(self.dir, 'page.png')
         r = subprocess.run([sys.executable, os.environ['REPORT_SCREENSHOT'], '--html', page,
-                            '-o', png, '--width', '1000', '--height', '1400'],
+                            '-o', png, '--width', '1000', '--height', '2600'],
                            capture_output=True, text=True, timeout=300)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn('wrote', r.stdout)
         width, height, channels, rows = shot.png_pixels(png)
-        self.assertEqual((width, height), (1000, 1400))
+        # Tall enough for the lanes below the totals and the step section.
+        self.assertEqual((width, height), (1000, 2600))
         colours = shot.png_colours(png)
         self.assertGreater(colours, 50, 'a blank or nearly blank screenshot')
         green = sum(1 for row in rows for i in range(0, width * channels, channels)
