@@ -62,8 +62,17 @@
  * or cuMemFreeHost of memory that queued work still uses (a pointer-sized
  * kernel argument, a copy or memset address), which the stand-in then
  * waits for; a launch of a kernel whose module was unloaded meanwhile. A program relying on cuMemFree to
- * synchronise (undocumented) is flagged. At exit, and at cuCtxDestroy for its streams, queued work is drained
- * and the threads are joined.
+ * synchronise (undocumented) is flagged. At exit, and at a context's teardown for its streams, queued work
+ * is drained and the threads are joined.
+ *
+ * Context teardown (READINGS.md "Context teardown"): cuCtxDestroy, the
+ * cuDevicePrimaryCtxRelease that drops the primary context's count to zero
+ * and cuDevicePrimaryCtxReset destroy every graph, executable graph,
+ * cuMemAlloc/cuMemAllocHost allocation, stream, event and module of the
+ * context, as their own destroy calls would (later uses are misuses, live
+ * counts drop); cuMemAllocAsync memory stays. A reset keeps the context and
+ * its count; after the last release the next retain makes a new primary
+ * context.
  *
  * Every point where the documentation leaves the real driver's behaviour
  * open, and the knob value giving each reading, is listed in READINGS.md;
@@ -118,9 +127,10 @@ void standin_reset_counts(void);
  * the outputs only when i is below it. */
 size_t standin_call_row(size_t i, const char **name, unsigned long *count);
 
-/* Live objects of a kind: "graph", "exec", "stream", "event", "module",
- * "memory" (device allocations), "user_object", "cond_handle" (conditional
- * handles some graph or node still names). */
+/* Live objects of a kind: "context", "graph", "exec", "stream", "event",
+ * "module", "memory" (device allocations), "user_object", "cond_handle"
+ * (conditional handles some graph or node still names). A context's
+ * teardown lowers them at once. */
 long standin_live_objects(const char *kind);
 
 /* Misuses the stand-in detected (double destroy, use of a destroyed or

@@ -6,7 +6,8 @@
  * stream, the ordering rules between queues (stream order, event waits,
  * the legacy stream's implicit synchronisation with blocking streams), every
  * wait the synchronising calls make, the release thread that runs user
- * object destructors, and the drain at exit and at cuCtxDestroy. Must
+ * object destructors, and the drain at exit and at a context's teardown
+ * (cuCtxDestroy, the last primary release, a primary reset). Must
  * never: decide what an operation does (standin_params.c runs it) or what a
  * launch copies (standin_exec.c snapshots); nor run user code holding
  * si.lock.

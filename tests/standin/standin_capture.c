@@ -219,6 +219,8 @@ CUresult si_capture_begin(struct si_stream *s, CUstreamCaptureMode mode, struct 
     } else if ((rc = si_graph_new(&c->graph))) {
         free(c);
         return rc;
+    } else {
+        c->graph->ctx = s->ctx; /* the capture's graph belongs to its stream's context */
     }
     c->graph_owned = !into;
     c->id = si.next_capture_id++;
@@ -309,6 +311,24 @@ static void capture_detach(struct si_capture *c)
     si_vec_free(&c->streams);
     if (c->rc) si_recapture_free(c->rc);
     free(c);
+}
+
+/* Context teardown: a capture that a stream of the context takes part in,
+ * or that captures into one of its graphs, is over: invalidated, every
+ * stream out of capture, no graph. A graph the capture made and never
+ * handed out is freed; a recaptured graph is left undefined (poisoned). */
+void si_capture_drop_context(struct si_context *ctx)
+{
+    for (struct si_capture *c = si.captures, *next; c; c = next) {
+        next = c->next;
+        bool hit = c->graph->ctx == ctx;
+        for (size_t i = 0; i < c->streams.n && !hit; i++)
+            hit = ((struct si_stream *)c->streams.v[i])->ctx == ctx;
+        if (!hit) continue;
+        si_capture_invalidate(c, "its context was destroyed");
+        if (c->graph_owned && !c->graph_handed_out) si_graph_free(c->graph);
+        capture_detach(c);
+    }
 }
 
 static CUresult end_capture(CUstream h, bool ptsz, CUgraph *phGraph)

@@ -2,10 +2,12 @@
  * standin_context.c - initialisation, the driver version, the one device and
  * its contexts.
  *
- * Owns: cuInit, cuDriverGetVersion, cuDevice*, primary-context retain and
- * release, cuCtx* (creation in every exported ABI, the per-thread current
- * context stack, synchronisation). Must never: execute work or consult
- * capture state itself (cuCtxSynchronize asks the capture module).
+ * Owns: cuInit, cuDriverGetVersion, cuDevice*, primary-context retain,
+ * release and reset, cuCtx* (creation in every exported ABI, the per-thread
+ * current context stack, synchronisation), and when a context's contents
+ * are torn down. Must never: execute work or consult capture state itself
+ * (cuCtxSynchronize asks the capture module), or destroy another file's
+ * objects itself (teardown asks each file: si_*_drop_context).
  */
 #include "standin_internal.h"
 
@@ -142,6 +144,27 @@ static void ctx_unbind(struct si_context *c)
     si_tls.depth = w;
 }
 
+/* Destroys everything the context holds, as cuCtxDestroy documents
+ * ("destroys and cleans up all resources associated with the context"):
+ * its queued work drains first (asynchronous mode: its streams' workers
+ * end), then its captures end, and its executable graphs, graphs, memory
+ * (cuMemAlloc, cuMemAllocHost), streams, events and modules are destroyed
+ * as their own destroy calls would, so a later use of any of them is the
+ * usual misuse. The context object itself is left to the caller: a reset
+ * keeps it. READINGS.md "Context teardown". */
+static void ctx_teardown(struct si_context *c)
+{
+    if (si_async_active()) si_async_end_context(c); /* its queued work, then its workers */
+    si_capture_drop_context(c);
+    si_exec_drop_context(c);
+    si_graph_drop_context(c);
+    si_mem_drop_context(c);
+    si_stream_drop_context(c);
+    si_module_drop_context(c);
+}
+
+/* The primary context lives from the first retain until its reference
+ * count drops to zero; a retain after that gets a new context object. */
 static CUresult primary_retain(CUcontext *pctx, CUdevice dev)
 {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
@@ -152,6 +175,11 @@ static CUresult primary_retain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* "The context is automatically reset once the last reference to it is
+ * released", whichever threads have it current, and "unlike cuCtxDestroy()
+ * this method does not pop the context from stack in any circumstances": a
+ * thread that still has it current gets CONTEXT_IS_DESTROYED (a misuse)
+ * until it makes another context current. */
 static CUresult primary_release(CUdevice dev)
 {
     if (check_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
@@ -159,13 +187,32 @@ static CUresult primary_release(CUdevice dev)
         si_misuse("cuDevicePrimaryCtxRelease without a matching retain");
         return CUDA_ERROR_INVALID_CONTEXT;
     }
-    si.primary->refs--;
+    if (--si.primary->refs > 0) return CUDA_SUCCESS;
+    struct si_context *c = si.primary;
+    ctx_teardown(c);
+    if (c->refs > 0) return CUDA_SUCCESS; /* retained again while its work drained: kept, emptied */
+    si.primary = NULL;
+    si_obj_kill(c);
+    return CUDA_SUCCESS;
+}
+
+/* "Destroys all allocations and resets all state on the primary context":
+ * its contents go as at the last release, but the context object, its
+ * reference count and its place on every thread's stack stay, so it is
+ * usable at once, holding nothing. A reset with no primary context active
+ * has nothing to destroy. */
+static CUresult primary_reset(CUdevice dev)
+{
+    if (check_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (si.primary) ctx_teardown(si.primary);
     return CUDA_SUCCESS;
 }
 
 SI_API(cuDevicePrimaryCtxRetain, (CUcontext *pctx, CUdevice dev), primary_retain(pctx, dev))
 SI_API(cuDevicePrimaryCtxRelease, (CUdevice dev), primary_release(dev))
 SI_API(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), primary_release(dev))
+SI_API(cuDevicePrimaryCtxReset, (CUdevice dev), primary_reset(dev))
+SI_API(cuDevicePrimaryCtxReset_v2, (CUdevice dev), primary_reset(dev))
 
 static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 {
@@ -195,7 +242,7 @@ static CUresult ctx_destroy(CUcontext ctx)
     CUresult rc = si_get(ctx, SI_CONTEXT, &c);
     if (rc) return rc;
     if (c->primary) return CUDA_ERROR_INVALID_CONTEXT;
-    if (si_async_active()) si_async_end_context(c); /* its queued work, then its workers */
+    ctx_teardown(c);
     ctx_unbind(c);
     si_obj_kill(c);
     return CUDA_SUCCESS;

@@ -166,6 +166,14 @@ static CUresult bad_handle_code(enum si_kind kind)
     }
 }
 
+void si_registry_collect(enum si_kind kind, struct si_vec *out)
+{
+    for (size_t i = 0; i < registry.cap; i++) {
+        const struct si_obj *o = registry.slots[i];
+        if (o && o->kind == kind && o->state != SI_DEAD) si_vec_push(out, (void *)o);
+    }
+}
+
 void si_obj_init(void *obj, enum si_kind kind)
 {
     struct si_obj *o = obj;

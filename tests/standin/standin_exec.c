@@ -153,8 +153,10 @@ CUresult si_exec_build(struct si_graph *g, unsigned long long flags, bool nested
         return rc;
     }
     if (!nested) {
+        struct si_context *cur = si_current_ctx();
         si_obj_init(e, SI_EXEC);
         e->src = g;
+        e->ctx = g->ctx ? g->ctx : (cur && cur->h.state == SI_LIVE ? cur : NULL);
         if (e->has_alloc) g->alloc_execs++;
         for (size_t i = 0; i < g->urefs.n; i++) {
             ((struct si_user_object *)g->urefs.v[i])->refs++;
@@ -491,6 +493,18 @@ static CUresult exec_get_flags(CUgraphExec hExec, cuuint64_t *flags)
 
 SI_API(cuGraphExecGetFlags, (CUgraphExec e, cuuint64_t *flags), exec_get_flags(e, flags))
 
+static void exec_release(struct si_exec *e)
+{
+    if (e->inflight > 0) { /* allowed: freed when its last launch completes */
+        if (e->has_alloc && e->src) e->src->alloc_execs--; /* the graph may be instantiated again */
+        e->has_alloc = false;
+        si_obj_kill(e);
+        e->free_deferred = true;
+        return;
+    }
+    si_exec_free(e);
+}
+
 static CUresult exec_destroy(CUgraphExec hExec)
 {
     struct si_exec *e;
@@ -500,15 +514,21 @@ static CUresult exec_destroy(CUgraphExec hExec)
         si_misuse("cuGraphExecDestroy of an executable graph already destroyed (%p)", (void *)e);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (e->inflight > 0) { /* allowed: freed when its last launch completes */
-        if (e->has_alloc && e->src) e->src->alloc_execs--; /* the graph may be instantiated again */
-        e->has_alloc = false;
-        si_obj_kill(e);
-        e->free_deferred = true;
-        return CUDA_SUCCESS;
-    }
-    si_exec_free(e);
+    exec_release(e);
     return CUDA_SUCCESS;
+}
+
+/* The context's executable graphs go as cuGraphExecDestroy would take them
+ * (a launch still queued on another context's stream finishes first). */
+void si_exec_drop_context(struct si_context *ctx)
+{
+    struct si_vec execs = {0};
+    si_registry_collect(SI_EXEC, &execs);
+    for (size_t i = 0; i < execs.n; i++) {
+        struct si_exec *e = execs.v[i];
+        if (e->h.state != SI_DEAD && e->ctx == ctx) exec_release(e);
+    }
+    si_vec_free(&execs);
 }
 
 SI_API(cuGraphExecDestroy, (CUgraphExec e), exec_destroy(e))

@@ -16,7 +16,9 @@
 CUresult si_graph_new(struct si_graph **out)
 {
     struct si_graph *g = si_calloc(1, sizeof(*g));
+    struct si_context *c = si_current_ctx();
     si_obj_init(g, SI_GRAPH);
+    g->ctx = c && c->h.state == SI_LIVE ? c : NULL;
     *out = g;
     return CUDA_SUCCESS;
 }
@@ -64,6 +66,20 @@ void si_graph_free(struct si_graph *g)
     si_mem_uncharge(g->charged);
     g->charged = 0;
     si_obj_kill(g);
+}
+
+/* The context's graphs go as cuGraphDestroy would take them. A graph a
+ * node owns (child graph, conditional body) goes with its node's graph;
+ * captures into the context's graphs have already ended. */
+void si_graph_drop_context(struct si_context *ctx)
+{
+    struct si_vec graphs = {0};
+    si_registry_collect(SI_GRAPH, &graphs);
+    for (size_t i = 0; i < graphs.n; i++) {
+        struct si_graph *g = graphs.v[i];
+        if (g->h.state != SI_DEAD && g->ctx == ctx && !g->owner && !g->capturing) si_graph_free(g);
+    }
+    si_vec_free(&graphs);
 }
 
 void si_graph_poison(struct si_graph *g, const char *why)

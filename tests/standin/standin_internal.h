@@ -101,6 +101,9 @@ struct si_obj {
 
 void si_obj_init(void *obj, enum si_kind kind); /* registers, counts as live */
 void si_obj_kill(void *obj);                    /* marks dead, uncounts */
+/* Appends every registered object of `kind` not destroyed yet (live or
+ * poisoned), in no particular order (context teardown). */
+void si_registry_collect(enum si_kind kind, struct si_vec *out);
 
 struct si_function;
 
@@ -177,6 +180,7 @@ struct si_stream {
 
 struct si_event {
     struct si_obj h;
+    struct si_context *ctx; /* the context current at creation */
     unsigned flags;
     bool recorded;
     double time_ms;
@@ -290,6 +294,8 @@ struct si_cond_handle {
 
 struct si_graph {
     struct si_obj h;
+    struct si_context *ctx;    /* owning context: current at creation (a capture's: its
+                                * stream's); NULL if none was; the graph goes with it */
     struct si_vec nodes;       /* creation order */
     struct si_vec urefs;       /* one entry per user-object reference held */
     struct si_capture *capturing;
@@ -299,7 +305,7 @@ struct si_graph {
     struct si_vec cond_handles;
 };
 
-CUresult si_graph_new(struct si_graph **out);
+CUresult si_graph_new(struct si_graph **out);   /* owned by the current context */
 void si_graph_free(struct si_graph *g);          /* tombstones graph and nodes */
 CUresult si_graph_clone(struct si_graph *src, struct si_graph **out);
 CUresult si_graph_add(struct si_graph *g, struct si_params *p, /* takes p */
@@ -331,6 +337,7 @@ struct si_exec_node {
 
 struct si_exec {
     struct si_obj h;
+    struct si_context *ctx;     /* owning context: its graph's (else the current one) */
     unsigned long long flags;
     size_t n;
     struct si_exec_node *nodes; /* creation order of the source graph */
@@ -355,6 +362,19 @@ CUresult si_exec_build(struct si_graph *g, unsigned long long flags, bool nested
                        struct si_exec **out, struct si_node **err_node,
                        CUgraphInstantiateResult *result);
 void si_exec_free(struct si_exec *e);
+
+/* ------------------------------------------------------------------ */
+/* Context teardown (cuCtxDestroy, the last cuDevicePrimaryCtxRelease,  */
+/* cuDevicePrimaryCtxReset): each file destroys what it owns of `ctx`,  */
+/* as its own destroy call would, so later uses are the usual misuses.   */
+/* Called in this order, after the context's queued work drained.        */
+
+void si_capture_drop_context(struct si_context *ctx); /* captures on its streams or into its graphs end */
+void si_exec_drop_context(struct si_context *ctx);
+void si_graph_drop_context(struct si_context *ctx);   /* graphs no node owns */
+void si_mem_drop_context(struct si_context *ctx);     /* cuMemAlloc and cuMemAllocHost memory */
+void si_stream_drop_context(struct si_context *ctx);  /* its streams and events */
+void si_module_drop_context(struct si_context *ctx);  /* its modules, its functions of library kernels */
 
 /* ------------------------------------------------------------------ */
 /* Streams, capture, recapture.                                        */
@@ -455,7 +475,7 @@ void si_async_wait_point(struct si_stream *s, unsigned long long seq);
 CUresult si_async_sync_stream(struct si_stream *s);
 CUresult si_async_query_stream(struct si_stream *s);
 CUresult si_async_sync_all(struct si_context *ctx);
-/* cuCtxDestroy: waits for the context's streams and ends their workers. */
+/* Context teardown: waits for the context's streams and ends their workers. */
 void si_async_end_context(struct si_context *ctx);
 /* A user object whose last reference went: destroyed on the stand-in's
  * release thread, never under si.lock. */

@@ -19,7 +19,7 @@
 #define SI_ALIGN 256u
 #define SI_FRESH_FILL 0xCD
 
-static struct si_vec freed_bases; /* device bases freed and not yet reused */
+static struct si_vec freed_bases; /* device and pinned host bases freed, not yet reused */
 
 /* ------------------------------------------------------------------ */
 /* Registry and capacity.                                               */
@@ -103,12 +103,39 @@ void si_mem_release(struct si_alloc *a)
     if (--a->refs > 0) return;
     si_vec_remove(&si.allocs, a);
     if (a->kind != SI_MEM_HOST) si_mem_uncharge(a->size);
-    if (a->kind == SI_MEM_DEVICE) {
-        si.live_memory--;
-        si_vec_push(&freed_bases, (void *)a->base);
-    }
+    if (a->kind == SI_MEM_DEVICE) si.live_memory--;
+    if (a->kind != SI_MEM_GRAPH) si_vec_push(&freed_bases, (void *)a->base);
     free((void *)a->base);
     free(a);
+}
+
+static bool torn_down_with(const struct si_alloc *a, const struct si_context *ctx)
+{
+    return a->ctx == ctx && a->kind != SI_MEM_GRAPH && !a->async && !a->free_queued;
+}
+
+/* Context teardown: what cuMemAlloc and cuMemAllocHost gave in the context
+ * is freed, as cuCtxDestroy documents. Not stream-ordered memory
+ * (cuMemAllocAsync: "not associated with any CUDA context", kept until
+ * freed explicitly), nor graph memory (its graph or executable graph owns
+ * it), nor memory whose cuMemFreeAsync is still queued (the queue frees
+ * it). Asynchronous mode: work still queued on another context's stream
+ * that uses the memory is a violation, waited for as at cuMemFree (the
+ * wait lets go of si.lock, so each allocation is looked up again). */
+void si_mem_drop_context(struct si_context *ctx)
+{
+    struct si_vec bases = {0};
+    for (size_t i = 0; i < si.allocs.n; i++) {
+        struct si_alloc *a = si.allocs.v[i];
+        if (torn_down_with(a, ctx)) si_vec_push(&bases, (void *)a->base);
+    }
+    for (size_t i = 0; i < bases.n; i++) {
+        uintptr_t base = (uintptr_t)bases.v[i];
+        if (si_async_active() && !si_async_before_free(base, "context teardown")) continue;
+        struct si_alloc *a = si_mem_find(base);
+        if (a && a->base == base && torn_down_with(a, ctx)) si_mem_release(a);
+    }
+    si_vec_free(&bases);
 }
 
 /* Frees what cuMemFree / cuMemFreeAsync name. A graph allocation is only
@@ -203,7 +230,11 @@ static CUresult mem_free_host(void *p)
     CUresult rc = si_capture_unsafe_call("cuMemFreeHost");
     if (rc) return rc;
     struct si_alloc *a = si_mem_find((uintptr_t)p);
-    if (!a || a->kind != SI_MEM_HOST || a->base != (uintptr_t)p) return CUDA_ERROR_INVALID_VALUE;
+    if (!a || a->kind != SI_MEM_HOST || a->base != (uintptr_t)p) {
+        if (p && si_vec_contains(&freed_bases, p))
+            si_misuse("cuMemFreeHost of host memory already freed (%p)", p);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     if (si_async_active() && !si_async_before_free(a->base, "cuMemFreeHost")) return CUDA_ERROR_INVALID_VALUE;
     si_mem_release(si_mem_find((uintptr_t)p)); /* found again: the check may have waited */
     return CUDA_SUCCESS;

@@ -101,6 +101,35 @@ static void image_unload(struct si_module *m)
     si_obj_kill(m);
 }
 
+/* Context teardown: the context's modules unload (their functions with
+ * them), and each library kernel's CUfunction in the context goes (a later
+ * cuKernelGetFunction in another context makes a new one). Libraries are
+ * context-independent and stay. */
+void si_module_drop_context(struct si_context *ctx)
+{
+    struct si_vec objs = {0};
+    si_registry_collect(SI_MODULE, &objs);
+    for (size_t i = 0; i < objs.n; i++) {
+        struct si_module *m = objs.v[i];
+        if (m->ctx == ctx) image_unload(m);
+    }
+    objs.n = 0;
+    si_registry_collect(SI_KERNEL, &objs);
+    for (size_t i = 0; i < objs.n; i++) {
+        struct si_function *k = objs.v[i];
+        for (size_t j = 0; j < k->per_ctx.n;) {
+            struct si_function *f = k->per_ctx.v[j];
+            if (f->ctx != ctx) {
+                j++;
+                continue;
+            }
+            si_vec_remove(&k->per_ctx, f);
+            si_obj_kill(f);
+        }
+    }
+    si_vec_free(&objs);
+}
+
 static struct si_function *function_new(struct si_kfunc *k, struct si_module *m,
                                         struct si_context *ctx, enum si_kind kind)
 {

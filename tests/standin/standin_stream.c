@@ -76,6 +76,16 @@ SI_API(cuStreamCreate, (CUstream *phStream, unsigned int Flags), stream_create(p
 SI_API(cuStreamCreateWithPriority, (CUstream *phStream, unsigned int flags, int priority),
        stream_create(phStream, flags, priority))
 
+static void stream_free(struct si_stream *s)
+{
+    si_vec_free(&s->deps);
+    free(s->zero_edges);
+    s->zero_edges = NULL;
+    si_obj_kill(s);
+    /* Work still queued runs to completion; then its worker ends. */
+    if (s->q.has_worker) pthread_cond_broadcast(&si.progress);
+}
+
 /* Destroying a stream in the middle of a capture is a capture violation
  * here: the capture is invalidated and the stream stays (the docs are
  * silent; a real driver cannot end that capture any more either). */
@@ -90,12 +100,7 @@ static CUresult stream_destroy(CUstream hStream)
         si_capture_invalidate(s->cap, "a capturing stream was destroyed");
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    si_vec_free(&s->deps);
-    free(s->zero_edges);
-    s->zero_edges = NULL;
-    si_obj_kill(s);
-    /* Work still queued runs to completion; then its worker ends. */
-    if (s->q.has_worker) pthread_cond_broadcast(&si.progress);
+    stream_free(s);
     return CUDA_SUCCESS;
 }
 
@@ -259,13 +264,15 @@ SI_API(cuStreamQuery_ptsz, (CUstream s), stream_wait_idle(s, true, true))
 static CUresult event_create(CUevent *phEvent, unsigned flags)
 {
     const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
-    CUresult rc = si_need_ctx(NULL);
+    struct si_context *ctx;
+    CUresult rc = si_need_ctx(&ctx);
     if (rc) return rc;
     if (!phEvent || (flags & ~known)) return CUDA_ERROR_INVALID_VALUE;
     if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))
         return CUDA_ERROR_INVALID_VALUE;
     struct si_event *ev = si_calloc(1, sizeof(*ev));
     si_obj_init(ev, SI_EVENT);
+    ev->ctx = ctx;
     ev->flags = flags;
     *phEvent = (CUevent)ev;
     return CUDA_SUCCESS;
@@ -273,13 +280,18 @@ static CUresult event_create(CUevent *phEvent, unsigned flags)
 
 SI_API(cuEventCreate, (CUevent *phEvent, unsigned int Flags), event_create(phEvent, Flags))
 
+static void event_free(struct si_event *ev)
+{
+    si_vec_free(&ev->cap_deps);
+    si_obj_kill(ev); /* a record still queued completes all the same (the header stays) */
+}
+
 static CUresult event_destroy(CUevent hEvent)
 {
     struct si_event *ev;
     CUresult rc = si_get(hEvent, SI_EVENT, &ev);
     if (rc) return rc;
-    si_vec_free(&ev->cap_deps);
-    si_obj_kill(ev); /* a record still queued completes all the same (the header stays) */
+    event_free(ev);
     return CUDA_SUCCESS;
 }
 
@@ -398,3 +410,28 @@ static CUresult event_elapsed(float *ms, CUevent hStart, CUevent hEnd)
 
 SI_API(cuEventElapsedTime, (float *ms, CUevent s, CUevent e), event_elapsed(ms, s, e))
 SI_API(cuEventElapsedTime_v2, (float *ms, CUevent s, CUevent e), event_elapsed(ms, s, e))
+
+/* ------------------------------------------------------------------ */
+/* Context teardown.                                                    */
+
+/* The context's streams and events go as their destroy calls would take
+ * them (its queues have drained and its captures ended first). The legacy
+ * and per-thread streams are the driver's own: they stay, and take the
+ * context current at their next use. */
+void si_stream_drop_context(struct si_context *ctx)
+{
+    struct si_vec objs = {0};
+    si_registry_collect(SI_STREAM, &objs);
+    for (size_t i = 0; i < objs.n; i++) {
+        struct si_stream *s = objs.v[i];
+        if (s->h.state == SI_LIVE && s->skind == SI_STREAM_USER && s->ctx == ctx && !s->cap)
+            stream_free(s);
+    }
+    objs.n = 0;
+    si_registry_collect(SI_EVENT, &objs);
+    for (size_t i = 0; i < objs.n; i++) {
+        struct si_event *ev = objs.v[i];
+        if (ev->h.state == SI_LIVE && ev->ctx == ctx) event_free(ev);
+    }
+    si_vec_free(&objs);
+}

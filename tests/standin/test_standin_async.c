@@ -377,6 +377,82 @@ Test(async, context_destroy_drains_its_streams, .init = async_setup)
     CK(cuCtxSetCurrent(fx.ctx));
 }
 
+/* A reset of the primary context drains its work before destroying
+ * anything (the queued kernel writes into another context's memory). */
+Test(async, primary_reset_drains_its_streams, .init = async_setup)
+{
+    CUcontext c;
+    CUdeviceptr q;
+    CK(cuCtxCreate(&c, NULL, 0, 0));
+    CK(cuMemAlloc(&q, N * sizeof(int)));
+    CK(cuCtxPopCurrent(NULL));
+    close_gate(fx.s1);
+    CK(launch_int(fx.fill, fx.s1, q, 13));
+    pthread_t t;
+    pthread_create(&t, NULL, open_gate_later, NULL);
+    CK(cuDevicePrimaryCtxReset(0)); /* returns once the work ran */
+    pthread_join(t, NULL);
+    cr_assert_eq(dev_ints(q)[N - 1], 13);
+    cr_assert_eq(standin_live_objects("stream"), 0);
+    cr_assert_eq(standin_live_objects("memory"), 1, "only the other context's memory is left");
+    CK(cuCtxDestroy(c));
+    cr_assert_eq(standin_live_objects("memory"), 0);
+}
+
+/* An executable graph of a destroyed context, launched on another
+ * context's stream, goes at once for the program; its launch in flight
+ * still runs (as after cuGraphExecDestroy). */
+Test(async, exec_in_flight_outlives_its_context, .init = async_setup)
+{
+    CUcontext c;
+    CUgraph g;
+    CUgraphExec e;
+    CUgraphNode n;
+    CK(cuCtxCreate(&c, NULL, 0, 0));
+    CK(cuGraphCreate(&g, 0));
+    CUDA_MEMSET_NODE_PARAMS m = {.dst = fx.buf, .value = 21, .elementSize = 4, .width = N, .height = 1};
+    CK(cuGraphAddMemsetNode(&n, g, NULL, 0, &m, c));
+    CK(cuGraphInstantiateWithFlags(&e, g, 0));
+    CK(cuCtxPopCurrent(NULL));
+    close_gate(fx.s1);
+    CK(cuGraphLaunch(e, fx.s1));
+    CK(cuCtxDestroy(c));
+    cr_assert_eq(standin_live_objects("exec"), 0);
+    cr_assert_eq(standin_live_objects("graph"), 0);
+    unsigned long misuses = standin_misuse_count();
+    cr_assert_eq(cuGraphLaunch(e, fx.s1), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(standin_misuse_count(), misuses + 1);
+    cr_assert_eq(dev_ints(fx.buf)[0], 0, "held behind the gate");
+    open_gate();
+    CK(cuStreamSynchronize(fx.s1));
+    cr_assert_eq(dev_ints(fx.buf)[N - 1], 21);
+}
+
+/* Memory of a destroyed context that work queued on another context's
+ * stream still uses: a violation (as at cuMemFree), waited for, then freed. */
+Test(async, context_destroy_of_memory_in_use_elsewhere, .init = async_setup)
+{
+    CUcontext c;
+    CUdeviceptr q;
+    CK(cuCtxCreate(&c, NULL, 0, 0));
+    CK(cuMemAlloc(&q, N * sizeof(int)));
+    CK(cuCtxPopCurrent(NULL));
+    close_gate(fx.s1);
+    CK(launch_int(fx.fill, fx.s1, q, 3));
+    CK(launch_int(fx.fill, fx.s1, fx.buf, 4));
+    unsigned long misuses = standin_misuse_count();
+    pthread_t t;
+    pthread_create(&t, NULL, open_gate_later, NULL);
+    CK(cuCtxDestroy(c));
+    pthread_join(t, NULL);
+    cr_assert_eq(standin_misuse_count(), misuses + 1);
+    cr_assert(strstr(standin_last_misuse(), "context teardown") != NULL, "%s",
+              standin_last_misuse());
+    cr_assert_eq(standin_live_objects("memory"), 2);
+    CK(cuStreamSynchronize(fx.s1));
+    cr_assert_eq(dev_ints(fx.buf)[0], 4);
+}
+
 Test(async, switching_off_drains, .init = async_setup)
 {
     close_gate(fx.s1);
