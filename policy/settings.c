@@ -325,6 +325,18 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
         }
     }
 
+    const char *copy = settings_env(envp, "RECAP_COPY_HELD");
+    if (!off && copy != NULL && copy[0] != '\0' &&
+        settings_check_text(s, errfd, "RECAP_COPY_HELD", copy, 8, "on or off") == 0) {
+        if (strcmp(copy, "on") == 0 || strcmp(copy, "1") == 0)
+            s->copy_held = 1;
+        else if (strcmp(copy, "off") == 0 || strcmp(copy, "0") == 0)
+            s->copy_held = 0;
+        else
+            settings_complain(s, errfd, "RECAP_COPY_HELD", copy, "found an unknown value, "
+                              "expected on or off");
+    }
+
     const char *config = settings_env(envp, "RECAP_CONFIG");
     if (!off && config != NULL &&
         settings_check_text(s, errfd, "RECAP_CONFIG", config, sizeof s->config_path,

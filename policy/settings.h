@@ -38,6 +38,11 @@
  * kept when the program frees it and handed back to the site's next
  * capture (shim/kept_memory.h). RECAP_KEEP_MEMORY over [defaults]
  * keep_memory.
+ * copy_held, default off (RECAP_COPY_HELD=on): where the program keeps
+ * every graph it captures, record repeat captures into copies of the
+ * newest (shim/graph_copy.h). Off by default until the illegal memory
+ * access seen once on the H200 with it on (docs/decisions.md) is
+ * explained.
  * A bad RECAP_LOG template leaves the default template in place (observe
  * mode still logs, so the problem is visible there too).
  */
@@ -91,6 +96,7 @@ struct recap_settings {
     int self_record_from_env;       /* self_record came from a valid RECAP_SELF_RECORD */
     int keep_memory;                /* keep device memory between a site's captures */
     int keep_memory_from_env;
+    int copy_held;                  /* record into copies of graphs the program keeps */
     int max_graphs;                 /* default per site; 0: working set */
     int stack_depth;
     struct conf_budget cache_budget; /* set: from [defaults] */

@@ -40,13 +40,13 @@ STUB_ERROR = 34  # CUDA_ERROR_STUB_LIBRARY
 # the CUDA runtime, static or shared.
 CUDART_MARK = b'CUDA driver version is insufficient for CUDA runtime version'
 SETTING_VARS = ('RECAP_MODE', 'RECAP_SITES', 'RECAP_CONFIG', 'RECAP_LOG', 'RECAP_VERBOSE',
-                'RECAP_SELF_RECORD', 'RECAP_KEEP_MEMORY')
+                'RECAP_SELF_RECORD', 'RECAP_KEEP_MEMORY', 'RECAP_COPY_HELD')
 DEFAULTS = {'mode': 'auto', 'sites': 'all', 'log': 'recap-%p.jsonl', 'verbose': '0',
-            'self_record': 'on', 'keep_memory': 'on'}
+            'self_record': 'on', 'keep_memory': 'on', 'copy_held': 'off'}
 # Settings that both the environment (RECAP_ + upper case) and [defaults]
 # give (policy/config.c's keys), and those only the environment gives.
 LAYERED = ('mode', 'self_record', 'keep_memory')
-ENV_ONLY = ('sites', 'log', 'verbose')
+ENV_ONLY = ('sites', 'log', 'verbose', 'copy_held')
 
 
 # ---- ELF: dynamic symbols and needed libraries --------------------------------
@@ -237,7 +237,7 @@ def settings_table(env):
         if err:
             problems.append(f'RECAP_CONFIG={conf}: {err}')
             conf_keys = {}
-    for key in ('mode', 'sites', 'log', 'verbose', 'self_record', 'keep_memory'):
+    for key in ('mode', 'sites', 'log', 'verbose', 'self_record', 'keep_memory', 'copy_held'):
         var = 'RECAP_' + key.upper()
         if var in env:
             rows.append((key, env[var], f'environment {var}'))

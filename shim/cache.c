@@ -606,17 +606,23 @@ void cache_graph_hand_out(struct graph_rec *rec)
 /* Once per site, and once for the process when a second site does it:
  * the program no longer destroys its graphs, so nothing is released for
  * recap to record into, and where a user wonders why, the log says. */
-static void tell_first_copy(struct site *site)
+static void tell_keeping(struct site *site, int copying)
 {
-    static int sites_copying;
-    event_warning(site, "the program keeps the graphs it captures here (two alike kept in a row, "
-                        "neither destroyed): recap records each repeat capture into a copy of "
-                        "the newest, whose executable graph takes a whole update");
-    if (__atomic_add_fetch(&sites_copying, 1, __ATOMIC_RELAXED) == 2)
+    static int sites_keeping;
+    if (copying)
+        event_warning(site, "the program keeps the graphs it captures here (two alike kept in a "
+                            "row, neither destroyed): recap records each repeat capture into a "
+                            "copy of the newest, whose executable graph takes a whole update");
+    else
+        event_warning(site, "the program keeps the graphs it captures here (two alike kept in a "
+                            "row, neither destroyed): nothing is released for recap to record "
+                            "into, so these captures stay the driver's (RECAP_COPY_HELD=on "
+                            "records into copies)");
+    if (__atomic_add_fetch(&sites_keeping, 1, __ATOMIC_RELAXED) == 2)
         event_warning(NULL, "the program keeps the graphs it captures at more than one site: "
-                            "recap copies graphs instead of recording into released ones "
-                            "(PyTorch keeps every graph for the rest of the process once "
-                            "CUDAGraph.enable_debug_mode() was called)");
+                            "recap records no repeat capture there%s (PyTorch keeps every graph "
+                            "for the rest of the process once CUDAGraph.enable_debug_mode() was "
+                            "called)", copying ? " but into copies" : "");
 }
 
 /* The site's newest held graph, if the program still holds it. */
@@ -641,7 +647,12 @@ void cache_graph_note_held(struct graph_rec *rec)
     site->held_alike = alike ? site->held_alike + 1 : 0;
     site->held_newest = rec->entry.handle;
     site->held_newest_serial = rec->serial;
+    /* Without copies the site stops recording here: said once. */
+    int tell = alike && !runtime_settings.copy_held && !site->held_told;
+    site->held_told |= tell;
     pthread_mutex_unlock(&cache_lock);
+    if (tell)
+        tell_keeping(site, 0);
 }
 
 struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
@@ -651,7 +662,7 @@ struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, u
     struct graph_rec *g = held_newest_locked(site);
     /* Two alike kept in a row: the program keeps what it captures here,
      * and a copy is what the next capture would make anyway. */
-    if (!g || site->held_alike < 1 || site->cache_closed || g->edited || g->copying ||
+    if (!runtime_settings.copy_held || !g || site->held_alike < 1 || site->cache_closed || g->edited || g->copying ||
         g->shape_epoch != epoch || (signature && g->signature != signature) ||
         (need_recording && (!g->recording || g->recording_epoch != epoch)))
         g = NULL;
@@ -696,7 +707,7 @@ struct graph_rec *cache_graph_unpin_held(struct graph_rec *held, CUgraph copy,
     if (destroy_now)
         cache_on_graph_destroy(DRV_cuGraphDestroy, graph_rec_graph(held));
     if (first_copy)
-        tell_first_copy(site);
+        tell_keeping(site, 1);
     return rec;
 }
 

@@ -674,6 +674,13 @@ RECORD_PATH enum self_verdict compare_call(struct self_record *s, enum drv_id id
             if (!op->node)
                 return refuse(why, len, "recap does not know the node %s made",
                               drv_table[id].symbol);
+            /* An external record or wait is a node holding its event: the
+             * graph's names the old event (perhaps destroyed since), and
+             * recap does not rewrite it (PyTorch's external events, a new
+             * pair each test: the launch then met a dead event). */
+            if (cur->event != rec->event)
+                return refuse(why, len, "%s named another event than the graph's event node",
+                              drv_table[id].symbol);
         } else if (cur->cls == CALL_WAIT && !s->event_recorded[m->ei]) {
             return refuse(why, len, "%s waited for an event not recorded in the capture",
                           drv_table[id].symbol);

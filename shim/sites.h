@@ -133,6 +133,7 @@ struct site {
     uint64_t held_newest_serial;
     int held_alike;
     unsigned long held_copies;          /* graphs recap copied from one it holds */
+    int held_told;                      /* the log said it keeps them (no copies) */
     unsigned long long measured_bytes;  /* device memory its instantiations took */
     unsigned long long measured_nodes;  /* ... for this many nodes */
     int measured_samples;

@@ -723,6 +723,45 @@ static int run_ctx_teardown(int iters, int primary)
     return failures ? 1 : 0;
 }
 
+/* External events, as PyTorch's torch.cuda.Event(external=True) makes
+ * them: a record and a wait that are nodes of the graph, holding their
+ * event, with a new pair of events every iteration (the old pair
+ * destroyed once the graph is). A repeat capture must not keep the old
+ * events in its nodes. */
+static int run_external_events(int iters)
+{
+    int failures = 0;
+    for (int it = 0; it < iters; it++) {
+        CUevent start = NULL, end = NULL;
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        int n = SC_N;
+        float a = 1.0f + 0.5f * (float)it;
+        void *params[] = { &a, &ctx.buf[0], &ctx.buf[1], &n };
+        int ev = (int)cuEventCreate(&start, CU_EVENT_DISABLE_TIMING) * 10 +
+                 (int)cuEventCreate(&end, CU_EVENT_DISABLE_TIMING);
+        int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_RELAXED);
+        int rec1 = (int)cuEventRecordWithFlags(start, ctx.stream[0], CU_EVENT_RECORD_EXTERNAL);
+        int k = (int)launch_on(ctx.axpy, ctx.stream[0], params);
+        int rec2 = (int)cuEventRecordWithFlags(end, ctx.stream[0], CU_EVENT_RECORD_EXTERNAL);
+        int endc = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        int launch = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+        int sync = (int)cuStreamSynchronize(ctx.stream[0]);
+        int query = (int)cuEventQuery(end);
+        if (exec)
+            cuGraphExecDestroy(exec);
+        if (graph)
+            cuGraphDestroy(graph);
+        int gone = (int)cuEventDestroy(start) * 10 + (int)cuEventDestroy(end);
+        failures += ev || begin || rec1 || k || rec2 || endc || inst || launch || sync || query ||
+                    gone;
+        printf("it=%d rc=%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d sum=%08x\n", it, ev, begin, rec1, k,
+               rec2, endc, inst, launch, sync, query, gone, sc_checksum(&ctx));
+    }
+    return failures ? 1 : 0;
+}
+
 /* The program breaks its own capture at iteration 3 with a call that is
  * illegal while a global-mode capture runs. */
 static int run_broken(int iters)
@@ -1589,7 +1628,9 @@ int main(int argc, char **argv)
         o.mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     if (!strcmp(name, "keep_graph"))
         o.keep_graph_until_next = 1;
-    if (!strncmp(name, "keep_every_graph", 16))
+    /* SCENARIO_KEEP_EVERY_GRAPH=1: any loop scenario, its graphs never
+     * destroyed (as PyTorch in debug mode). */
+    if (!strncmp(name, "keep_every_graph", 16) || getenv("SCENARIO_KEEP_EVERY_GRAPH"))
         o.keep_every_graph = 1;
 
     if (!strcmp(name, "cross_thread"))
@@ -1653,6 +1694,8 @@ int main(int argc, char **argv)
         rc = run_sites_lru(iters);
     else if (!strcmp(name, "many_sites"))
         rc = run_many_sites(iters);
+    else if (!strcmp(name, "external_events"))
+        rc = run_external_events(iters);
     else if (!strcmp(name, "ctx_teardown") || !strcmp(name, "ctx_teardown_primary"))
         rc = run_ctx_teardown(iters, !strcmp(name, "ctx_teardown_primary"));
     else if (!strcmp(name, "own_updates"))

@@ -187,10 +187,12 @@ Test(kept_memory, memory_of_a_graph_the_program_holds_is_freed_as_asked)
     pool_compare("pool_keep_graphs", "13000", NULL, &o);
     cr_expect_eq(run_log_total(o.log, "memory_kept"), 0);
     cr_expect_eq(run_log_total(o.log, "memory_not_kept"), 2 * STEPS);
+    /* Every segment allocated at the driver, as without recap (the drain's
+     * allocation may be retried once, if recap kept anything else). */
+    cr_expect_geq(run_stat(o.stats, "cuMemAlloc_v2"), run_stat(o.base_stats, "cuMemAlloc_v2"));
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"", "\"memory_not_kept_reason\":"
                                  "\"the program holds a graph or executable graph of the site\"",
                                  NULL), 1, "the end event says why no memory was kept");
-    cr_expect_eq(step_allocations(&o, 2, 1), 2 * STEPS);
     pool_done(&o);
 }
 

@@ -41,6 +41,9 @@ static void sr_spec(struct run_spec *spec, const char *name, int iters, const ch
     run_forward_env(spec, "SCENARIO_KERNELS");
 }
 
+/* RECAP_COPY_HELD for the run under recap, where a test sets it. */
+static const char *copy_held;
+
 /* Runs `name` without recap and with recap recording captures itself, and
  * requires the same behaviour. */
 static void sr_compare(const char *name, int iters, struct sr_outcome *o)
@@ -55,6 +58,8 @@ static void sr_compare(const char *name, int iters, struct sr_outcome *o)
     spec.with_recap = 1;
     run_setenv(&spec, "RECAP_LOG", "%s", o->log);
     run_setenv(&spec, "RECAP_SELF_RECORD", "on");
+    if (copy_held)
+        run_setenv(&spec, "RECAP_COPY_HELD", "%s", copy_held);
     cr_assert_eq(run_program(&spec, &o->recap), 0);
 
     cr_assert_eq(o->recap.status, o->base.status, "%s: exit status %d under recap, %d without\n%s",
@@ -105,6 +110,7 @@ static const struct sr_name every_scenario[] = {
     N("query_at_begin"), N("query_at_begin_end_null"), N("query_at_begin_look"), N("end_null"),
     N("query_at_begin_fork"), N("events_fork_join"), N("events_other_thread"),
     N("free_in_capture"), N("keep_every_graph"), N("keep_every_graph_delta"),
+    N("external_events"), N("pool"), N("pool_before"),
 #undef N
 };
 
@@ -180,7 +186,9 @@ Test(self_record, steady_loop_needs_no_driver_capture, .timeout = 300)
 Test(self_record, a_program_that_keeps_every_graph_is_recorded_into_copies, .timeout = 300)
 {
     struct sr_outcome o;
+    copy_held = "on";
     sr_compare("keep_every_graph_delta", 40, &o);
+    copy_held = NULL;
     int recorded = by_recap(&o);
     cr_expect_geq(recorded, 38, "%d of 40 captures recorded by recap", recorded);
     cr_expect_eq(run_stat(o.stats, "cuStreamBeginCapture_v2"), 40 - recorded,
@@ -191,6 +199,19 @@ Test(self_record, a_program_that_keeps_every_graph_is_recorded_into_copies, .tim
     cr_expect_eq(run_log_total(o.log, "reused"), 39, "every instantiation but the first reuses");
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "keeps the graphs it captures",
                                  NULL), 1, "one warning says why recap copies graphs");
+    sr_done(&o);
+}
+
+/* Copies are off by default (RECAP_COPY_HELD): a program that keeps every
+ * graph then gets driver captures, and the log says why, once. */
+Test(self_record, without_copies_a_program_that_keeps_every_graph_is_told, .timeout = 300)
+{
+    struct sr_outcome o;
+    sr_compare("keep_every_graph_delta", 40, &o);
+    cr_expect_eq(run_stat(o.stats, "cuGraphClone"), 0);
+    cr_expect_eq(by_recap(&o), 0);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "keeps the graphs it captures",
+                                 "RECAP_COPY_HELD=on", NULL), 1);
     sr_done(&o);
 }
 

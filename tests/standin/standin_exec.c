@@ -263,6 +263,22 @@ CUresult si_exec_launch_prepare(struct si_exec *e)
     for (size_t k = 0; k < e->n; k++) {
         struct si_exec_node *en = &e->nodes[e->order[k]];
         if (!en->enabled) continue;
+        /* An event node keeps its event's handle: a launch after the event
+         * was destroyed touches freed driver state (undefined on a GPU). */
+        const struct si_obj *ev = en->p.np.type == CU_GRAPH_NODE_TYPE_EVENT_RECORD
+                                      ? (const struct si_obj *)en->p.np.eventRecord.event
+                                  : en->p.np.type == CU_GRAPH_NODE_TYPE_WAIT_EVENT
+                                      ? (const struct si_obj *)en->p.np.eventWait.event
+                                      : NULL;
+        if (ev && ev->state != SI_LIVE) {
+            si_misuse("cuGraphLaunch of a graph whose event node names a destroyed event (%p)",
+                      (const void *)ev);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    for (size_t k = 0; k < e->n; k++) {
+        struct si_exec_node *en = &e->nodes[e->order[k]];
+        if (!en->enabled) continue;
         if (en->p.np.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) en->p.alloc->graph_live = true;
         if (en->p.np.type == CU_GRAPH_NODE_TYPE_MEM_FREE) en->p.alloc->graph_live = false;
     }
