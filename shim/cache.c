@@ -897,6 +897,8 @@ void cache_exec_discard(struct exec_rec *rec)
 static enum keep_answer exec_worth_keeping(const struct cache_entry *e)
 {
     enum recap_mode m = e->site->policy.mode;
+    if (__atomic_load_n(&e->site->no_exec_reuse, __ATOMIC_RELAXED))
+        return KEEP_NO;
     return m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE ? KEEP_YES : KEEP_NO;
 }
 

@@ -1078,6 +1078,18 @@ static struct graph_rec *account_graph(struct capture *cap, CUgraph graph, long 
         return NULL;
     /* A closed site's history resumes where it stopped: its shapes now are
      * node counts, not comparable with the typed ones. */
+    /* Executable graphs holding memory allocation, free or conditional
+     * nodes are not updated into: cuda.core's own graph tests crashed in
+     * the driver (SIGSEGV at the upload or instantiation after an update)
+     * on the H200 with such graphs reused across tests; their own
+     * instantiation is what the program gets without recap. */
+    if (census.typed && (census.by_type[CU_GRAPH_NODE_TYPE_MEM_ALLOC] ||
+                         census.by_type[CU_GRAPH_NODE_TYPE_MEM_FREE] ||
+                         census.by_type[CU_GRAPH_NODE_TYPE_CONDITIONAL]))
+        if (sites_forbid_exec_reuse(site))
+            event_warning(site, "executable reuse stopped here: its graphs hold memory "
+                                "allocation, free or conditional nodes, whose updated executable "
+                                "graphs crashed the driver in cuda.core's graph tests");
     uint64_t signature = journal_signature(cap);
     if (!cap->reuse_closed)
         record_shape(cap, signature ? signature : shape, census.typed);

@@ -264,7 +264,7 @@ static void shape_again_if_edited(struct graph_rec *g)
 static int site_reuses_execs(const struct site *site, int closed)
 {
     return (site->policy.mode == RECAP_MODE_AUTO || site->policy.mode == RECAP_MODE_UPDATE) &&
-           !closed;
+           !closed && !__atomic_load_n(&site->no_exec_reuse, __ATOMIC_RELAXED);
 }
 
 /* Counts an instantiation and, when the site looked into what it keeps,

@@ -70,6 +70,11 @@ void sites_for_each_unmatched(void (*fn)(const char *entry, void *arg), void *ar
     pthread_mutex_unlock(&sites_lock);
 }
 
+int sites_forbid_exec_reuse(struct site *site)
+{
+    return !__atomic_exchange_n(&site->no_exec_reuse, 1, __ATOMIC_RELAXED);
+}
+
 void sites_forbid_recapture(struct site *site, const char *reason)
 {
     int first;

@@ -96,6 +96,7 @@ struct site {
     struct shape_history shapes;
     int journal_verified;               /* a journal matched its graph */
     int no_recapture;                   /* never recapture again */
+    int no_exec_reuse;                  /* never reuse its executable graphs (atomic) */
     int typed_shapes;                   /* shapes include node types and edges */
     char no_recapture_reason[160];
     struct site_counters count;
@@ -223,6 +224,10 @@ void sites_announce_with(sites_new_fn on_new, sites_forbidden_fn on_forbidden);
 
 /* Marks the site as never to be recaptured, announcing the reason once. */
 void sites_forbid_recapture(struct site *site, const char *reason);
+
+/* Marks the site as never to reuse executable graphs (nor keep them).
+ * Returns 1 the first time (the caller says why, once). */
+int sites_forbid_exec_reuse(struct site *site);
 
 /* Calls fn for every site (under sites_lock; fn must not take it). */
 void sites_for_each(void (*fn)(struct site *site, void *arg), void *arg);
