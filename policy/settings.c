@@ -250,6 +250,24 @@ fail:
 
 /* ---- loading -------------------------------------------------------------- */
 
+/* An on/off variable (on, 1, off, 0; empty or unset leaves *value as it
+ * is). Returns 1 when the variable set *value; a bad value is named. */
+static int settings_env_switch(struct recap_settings *s, char *const *envp, int errfd,
+                               const char *name, int *value)
+{
+    const char *text = settings_env(envp, name);
+    if (text == NULL || text[0] == '\0' ||
+        settings_check_text(s, errfd, name, text, 8, "on or off") != 0)
+        return 0;
+    if (strcmp(text, "on") == 0 || strcmp(text, "1") == 0 ||
+        strcmp(text, "off") == 0 || strcmp(text, "0") == 0) {
+        *value = text[0] == '1' || strcmp(text, "on") == 0;
+        return 1;
+    }
+    settings_complain(s, errfd, name, text, "found an unknown value, expected on or off");
+    return 0;
+}
+
 static void settings_defaults(struct recap_settings *s)
 {
     memset(s, 0, sizeof *s);
@@ -295,46 +313,12 @@ static void settings_load_common(struct recap_settings *s, char *const *envp, in
 
     /* On by default since the whole test matrix and the GPU suite pass
      * with it (README.md, "Self-recording"); an empty value is the default. */
-    const char *self = settings_env(envp, "RECAP_SELF_RECORD");
-    if (!off && self != NULL && self[0] != '\0' &&
-        settings_check_text(s, errfd, "RECAP_SELF_RECORD", self, 8, "on or off") == 0) {
-        s->self_record_from_env = 1;
-        if (strcmp(self, "on") == 0 || strcmp(self, "1") == 0)
-            s->self_record = 1;
-        else if (strcmp(self, "off") == 0 || strcmp(self, "0") == 0)
-            s->self_record = 0;
-        else {
-            s->self_record_from_env = 0;
-            settings_complain(s, errfd, "RECAP_SELF_RECORD", self, "found an unknown value, "
-                              "expected on or off");
-        }
-    }
-
-    const char *keep = settings_env(envp, "RECAP_KEEP_MEMORY");
-    if (!off && keep != NULL && keep[0] != '\0' &&
-        settings_check_text(s, errfd, "RECAP_KEEP_MEMORY", keep, 8, "on or off") == 0) {
-        s->keep_memory_from_env = 1;
-        if (strcmp(keep, "on") == 0 || strcmp(keep, "1") == 0)
-            s->keep_memory = 1;
-        else if (strcmp(keep, "off") == 0 || strcmp(keep, "0") == 0)
-            s->keep_memory = 0;
-        else {
-            s->keep_memory_from_env = 0;
-            settings_complain(s, errfd, "RECAP_KEEP_MEMORY", keep, "found an unknown value, "
-                              "expected on or off");
-        }
-    }
-
-    const char *copy = settings_env(envp, "RECAP_COPY_HELD");
-    if (!off && copy != NULL && copy[0] != '\0' &&
-        settings_check_text(s, errfd, "RECAP_COPY_HELD", copy, 8, "on or off") == 0) {
-        if (strcmp(copy, "on") == 0 || strcmp(copy, "1") == 0)
-            s->copy_held = 1;
-        else if (strcmp(copy, "off") == 0 || strcmp(copy, "0") == 0)
-            s->copy_held = 0;
-        else
-            settings_complain(s, errfd, "RECAP_COPY_HELD", copy, "found an unknown value, "
-                              "expected on or off");
+    if (!off) {
+        s->self_record_from_env =
+            settings_env_switch(s, envp, errfd, "RECAP_SELF_RECORD", &s->self_record);
+        s->keep_memory_from_env =
+            settings_env_switch(s, envp, errfd, "RECAP_KEEP_MEMORY", &s->keep_memory);
+        settings_env_switch(s, envp, errfd, "RECAP_COPY_HELD", &s->copy_held);
     }
 
     const char *config = settings_env(envp, "RECAP_CONFIG");
