@@ -340,21 +340,31 @@ int run_count_lines(const char *path, ...)
     return count;
 }
 
+/* The value after `"key":` in the last end event's totals (inside its
+ * `"step":{...}` object where `step`), or NULL. */
+static const char *last_totals_value(const char *text, const char *key, int step)
+{
+    char needle[128];
+    snprintf(needle, sizeof needle, "\"%s\":", key);
+    const char *end = NULL;
+    for (const char *p = text; (p = strstr(p, "\"event\":\"end\"")); p++)
+        end = p;
+    const char *from = end ? strstr(end, "\"totals\":{") : NULL;
+    if (from && step)
+        from = strstr(from, "\"step\":{");
+    const char *at = from ? strstr(from, needle) : NULL;
+    if (at && step && at > strchr(from, '}'))
+        at = NULL;
+    return at ? at + strlen(needle) : NULL;
+}
+
 long run_log_total(const char *log, const char *key)
 {
     char *text = run_read_file(log, NULL);
     if (!text)
         return -1;
-    long value = -1;
-    char needle[128];
-    snprintf(needle, sizeof needle, "\"%s\":", key);
-    char *end = NULL;
-    for (char *p = text; (p = strstr(p, "\"event\":\"end\"")); p++)
-        end = p;
-    char *totals = end ? strstr(end, "\"totals\":{") : NULL;
-    char *at = totals ? strstr(totals, needle) : NULL;
-    if (at)
-        value = atol(at + strlen(needle));
+    const char *at = last_totals_value(text, key, 0);
+    long value = at ? atol(at) : -1;
     free(text);
     return value;
 }
@@ -364,18 +374,8 @@ double run_log_step(const char *log, const char *key)
     char *text = run_read_file(log, NULL);
     if (!text)
         return -1;
-    double value = -1;
-    char needle[128];
-    snprintf(needle, sizeof needle, "\"%s\":", key);
-    char *end = NULL;
-    for (char *p = text; (p = strstr(p, "\"event\":\"end\"")); p++)
-        end = p;
-    char *totals = end ? strstr(end, "\"totals\":{") : NULL;
-    char *step = totals ? strstr(totals, "\"step\":{") : NULL;
-    char *close = step ? strchr(step, '}') : NULL;
-    char *at = step ? strstr(step, needle) : NULL;
-    if (at && at < close)
-        value = atof(at + strlen(needle));
+    const char *at = last_totals_value(text, key, 1);
+    double value = at ? atof(at) : -1;
     free(text);
     return value;
 }
