@@ -18,7 +18,7 @@ BUILD = os.environ['BUILD_ROOT']
 DELTA_COUNTS = os.environ['DELTA_COUNTS_BIN']
 BENCH = os.path.join(ROOT, 'scripts', 'bench')
 NAMES = ['instantiate', 'paired', 'shapes', 'python', 'overhead', 'delta', 'node-setters', 'all',
-         'standin-cost', 'standin-delta']
+         'standin-cost', 'standin-scenarios', 'standin-delta']
 
 
 def bench(*args):
@@ -93,6 +93,24 @@ class Bench(unittest.TestCase):
         for _, own, ratio in pairs:
             self.assertGreater(float(ratio), 1.0)       # recap adds calls, never removes the program's
             self.assertLessEqual(float(own), 3.0)
+
+    def test_standin_scenarios_before_and_after(self):
+        lib = os.path.join(BUILD, 'shim', 'librecap.so')
+        r = bench('standin-scenarios', '--scenarios', 'cycle3', '--counts', '10,30', BUILD, lib, lib)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rows = re.findall(r'(?m)^\| (\w+) \| ([0-9,]+) \| ([0-9,]+) \| ([0-9,]+) \| ([0-9.]+) \|$',
+                          r.stdout)
+        self.assertEqual([row[0] for row in rows], ['cycle3'], r.stdout)
+        alone, before, after, ratio = rows[0][1:]
+        # recap's work comes on top of the program's; one library counted
+        # twice gives (nearly) the same figure.
+        self.assertGreater(int(before.replace(',', '')), int(alone.replace(',', '')))
+        self.assertAlmostEqual(float(ratio), 1.0, delta=0.02)
+
+    def test_standin_scenarios_bad_counts(self):
+        r = bench('standin-scenarios', '--counts', '30,10', BUILD)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('expected two iteration counts', r.stderr)
 
 
 if __name__ == '__main__':
