@@ -130,6 +130,14 @@ int drv_find_pointer(const void *real, const char *base, int cuda_version, int p
     return best;
 }
 
+/* Whether `fn` lies in this library (librecap, under whatever name). */
+static int is_recap_itself(void *fn)
+{
+    Dl_info found, own;
+    return dladdr(fn, &found) && dladdr((void *)is_recap_itself, &own) &&
+           found.dli_fbase == own.dli_fbase;
+}
+
 /* Opens libcuda as the CUDA runtime would, and refuses a library that is
  * recap itself (a copy of librecap named libcuda.so.1 on the path). */
 static void *open_libcuda(void)
@@ -140,7 +148,7 @@ static void *open_libcuda(void)
         if (!h)
             continue;
         void *probe = libc_dlsym_fn(h, "cuStreamEndCapture");
-        if (probe && probe == drv_table[DRV_cuStreamEndCapture].wrapper) {
+        if (probe && is_recap_itself(probe)) {
             snprintf(drv_caps.problem, sizeof drv_caps.problem,
                      "%s resolves to recap itself", names[i]);
             dlclose(h);

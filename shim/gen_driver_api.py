@@ -357,7 +357,6 @@ enum drv_id {
     unsigned char guard_kind; /* enum drv_guard_kind, guarded calls only */
     unsigned char oom_retry;  /* a device allocation retried once on OOM (+oom) */
     unsigned char hold_kind;  /* enum drv_hold_kind: release rows and +hold guards */
-    void *wrapper;            /* recap's exported function, or NULL */
 };
 
 extern const struct drv_entry drv_table[DRV_COUNT];
@@ -433,11 +432,10 @@ def gen_table(entries):
     o.append("void *drv_real_fn[DRV_COUNT];\n\n")
     o.append("const struct drv_entry drv_table[DRV_COUNT] = {\n")
     for e in entries:
-        o.append('    [DRV_%s] = { "%s", "%s", %d, %d, DRV_ROLE_%s, %s, %s, %d, %s, %s },\n' % (
+        o.append('    [DRV_%s] = { "%s", "%s", %d, %d, DRV_ROLE_%s, %s, %s, %d, %s },\n' % (
             e.symbol, e.symbol, e.base, e.ver, int(e.ptds), ROLE_ENUM[e.role],
             op_kind_enum(e), guard_kind_enum(e), int(e.oom),
-            "DRV_HOLD_" + e.hold.upper() if e.hold else "DRV_HOLD_NONE",
-            "(void *)" + e.symbol if e.wrapped else "NULL"))
+            "DRV_HOLD_" + e.hold.upper() if e.hold else "DRV_HOLD_NONE"))
     o.append("};\n\n")
     o.append("CUresult drv_invoke(enum drv_id id, const union drv_args *a)\n{\n    switch (id) {\n")
     for e in entries:
@@ -647,6 +645,13 @@ def gen_wrappers(entries):
             continue
         o.append("RECAP_EXPORT %s CUDAAPI %s(%s)\n{\n    LIFECYCLE_ENSURE_STARTED();\n    %s\n}\n\n" % (
             e.ret, e.symbol, decl(e), body))
+    # Here, not in driver_api.c's table: the table is a facility every
+    # layer reads, and must not point up at the entry's functions.
+    o.append("void *const drv_wrapper_fn[DRV_COUNT] = {\n")
+    for e in entries:
+        if e.wrapped:
+            o.append("    [DRV_%s] = (void *)%s,\n" % (e.symbol, e.symbol))
+    o.append("};\n")
     return "".join(o)
 
 

@@ -30,13 +30,13 @@ static void *wrap_symbol(void *found, const char *name)
     if (!found || !may_be_interposed(name) || drv_loading_on_this_thread())
         return found;
     int id = drv_find_symbol(name);
-    if (id < 0 || !drv_table[id].wrapper)
+    if (id < 0 || !drv_wrapper_fn[id])
         return found;
     LIFECYCLE_ENSURE_STARTED();
     if (drv_real_fn[id] != found)
         return found;                     /* someone else's function of that name */
     drv_count_lookup(DRV_LOOKUP_DLSYM);
-    return drv_table[id].wrapper;
+    return drv_wrapper_fn[id];
 }
 
 void *recap_dlsym_hook(void *handle, const char *name)
@@ -60,7 +60,7 @@ void *interpose_wrap_proc(void *real, const char *symbol, int cuda_version, cuui
         return real;
     int id = drv_find_pointer(real, symbol, cuda_version,
                               (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0);
-    if (id < 0 || !drv_table[id].wrapper)
+    if (id < 0 || !drv_wrapper_fn[id])
         return real;
-    return drv_table[id].wrapper;
+    return drv_wrapper_fn[id];
 }

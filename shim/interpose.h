@@ -14,6 +14,11 @@
 #define RECAP_INTERPOSE_H
 
 #include "shim/cuda_compat.h"
+#include "shim/driver_api.h"
+
+/* recap's exported function for each entry, or NULL (not wrapped):
+ * generated into driver_wrappers.c beside the functions it names. */
+extern void *const drv_wrapper_fn[DRV_COUNT];
 
 /* What cuGetProcAddress (v1 or v2) hands the program for a pointer the real
  * driver returned for `symbol` at `cuda_version` with `flags`. */
