@@ -14,14 +14,16 @@
  * empties. A site keeps at most its working set of each kind (the distinct
  * shapes of its recent captures), or max_graphs when the user set it.
  * What differs per kind - which released entry suits a request, whether a
- * destroyed one is worth keeping, how it is destroyed - is the typed code
- * at the end of each section.
+ * destroyed one is worth keeping, how it is destroyed - is typed code: for
+ * executable graphs at the end of this file, for graphs in cache_graphs.c,
+ * which builds on the lifecycle here (shim/cache_internal.h) and is never
+ * called from it.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim/cache.h"
+#include "shim/cache_internal.h"
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/handle_map.h"
@@ -31,20 +33,11 @@
 #include "shim/step_time.h"
 #include "shim/user_objects.h"
 
-struct kind_state {
-    const char *noun;
-    struct hmap by_handle;               /* handle -> entry, every state */
-    /* by_handle.len, also read without cache_lock (atomically): where
-     * nothing is tracked (observed sites only) a handle's lookup takes no
-     * lock. An entry is tracked before the program gets its handle, so a
-     * lookup of that handle always sees a count above zero. */
-    size_t tracked;
-};
 
 /* cache_lock guards both kinds' maps, the released lists and counts, every
  * entry's state and the sites' fields marked "under cache_lock". */
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct kind_state kinds[CACHE_KINDS] = {
+pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+struct kind_state kinds[CACHE_KINDS] = {
     [CACHE_GRAPHS] = { .noun = "graph" },
     [CACHE_EXECS] = { .noun = "executable graph" },
 };
@@ -56,7 +49,7 @@ static int budget_settled;
 static uint64_t next_graph_serial = 1;
 /* A freed graph record kept for the next capture's (shim/spare.h): where
  * graphs are not kept, a loop tracks one and lets it go every iteration. */
-static void *graph_rec_spare;
+void *graph_rec_spare;
 
 /* --- the maps ---------------------------------------------------------------------- */
 
@@ -68,12 +61,12 @@ static void map_changed(struct kind_state *ks)
 }
 
 /* Whether a kind's map may hold anything; without cache_lock. */
-static int map_may_hold(enum cache_kind k)
+int cache_map_may_hold(enum cache_kind k)
 {
     return __atomic_load_n(&kinds[k].tracked, __ATOMIC_ACQUIRE) != 0;
 }
 
-static void map_del(struct kind_state *ks, const void *handle)
+void cache_map_del(struct kind_state *ks, const void *handle)
 {
     hmap_del(&ks->by_handle, handle);
     map_changed(ks);
@@ -81,7 +74,7 @@ static void map_del(struct kind_state *ks, const void *handle)
 
 /* --- destroying what recap owns ------------------------------------------------ */
 
-static void entry_free(struct cache_entry *e)
+void cache_entry_free(struct cache_entry *e)
 {
     if (e->kind == CACHE_GRAPHS) {
         struct graph_rec *rec = (struct graph_rec *)e;
@@ -107,25 +100,20 @@ static void entry_destroy_waiting(struct cache_entry *e, int wait)
     if (r != CUDA_SUCCESS)
         event_own_call_failed(e->site, k == CACHE_GRAPHS ? "cuGraphDestroy" : "cuGraphExecDestroy",
                               r, "the object may stay allocated");
-    entry_free(e);
+    cache_entry_free(e);
 }
 
-static void entry_destroy(struct cache_entry *e)
+void cache_entry_destroy(struct cache_entry *e)
 {
     entry_destroy_waiting(e, 0);
 }
 
-/* Entries evicted under the lock, chained through lru_newer, destroyed
- * after it is dropped. */
-struct evictions {
-    struct cache_entry *first;
-};
 
-static void destroy_evicted(struct evictions *ev)
+void cache_destroy_evicted(struct evictions *ev)
 {
     for (struct cache_entry *e = ev->first, *next; e; e = next) {
         next = e->lru_newer;
-        entry_destroy(e);
+        cache_entry_destroy(e);
     }
     ev->first = NULL;
 }
@@ -233,7 +221,7 @@ static void unlink_released(struct cache_entry *e)
 static void evict(struct cache_entry *e, struct evictions *ev)
 {
     unlink_released(e);
-    map_del(&kinds[e->kind], e->handle);
+    cache_map_del(&kinds[e->kind], e->handle);
     e->site->cache.evicted++;
     e->lru_newer = ev->first;
     ev->first = e;
@@ -251,7 +239,7 @@ static int site_capacity(const struct site *site)
 /* A destroyed entry joins the released lists; the site's oldest beyond its
  * capacity, then the least recently released anywhere beyond the budget,
  * leave for destruction (the new one too, if it alone exceeds it). */
-static void push_released(struct cache_entry *e, struct evictions *ev)
+void cache_push_released(struct cache_entry *e, struct evictions *ev)
 {
     struct site *site = e->site;
     enum cache_kind k = e->kind;
@@ -287,7 +275,7 @@ static void push_released(struct cache_entry *e, struct evictions *ev)
 
 /* Starts tracking an entry the program holds. Returns 0, or -1 (entry
  * freed) if the map could not grow. Takes cache_lock. */
-static int entry_track(enum cache_kind k, struct cache_entry *e)
+int cache_entry_track(enum cache_kind k, struct cache_entry *e)
 {
     struct kind_state *ks = &kinds[k];
     int rc = 0;
@@ -300,22 +288,22 @@ static int entry_track(enum cache_kind k, struct cache_entry *e)
      * recap's back (never one recap keeps: those are alive). */
     struct cache_entry *stale = hmap_get(&ks->by_handle, e->handle);
     if (stale && stale->state == CACHE_HELD) {
-        map_del(ks, e->handle);
-        entry_free(stale);
+        cache_map_del(ks, e->handle);
+        cache_entry_free(stale);
     }
     if (hmap_put(&ks->by_handle, e->handle, e) != 0)
         rc = -1;
     map_changed(ks);
     pthread_mutex_unlock(&cache_lock);
     if (rc)
-        entry_free(e);
+        cache_entry_free(e);
     return rc;
 }
 
 /* The entry of a handle the program holds, or NULL. Takes cache_lock. */
-static struct cache_entry *entry_held(enum cache_kind k, const void *handle)
+struct cache_entry *cache_entry_held(enum cache_kind k, const void *handle)
 {
-    if (!map_may_hold(k))
+    if (!cache_map_may_hold(k))
         return NULL;
     pthread_mutex_lock(&cache_lock);
     struct cache_entry *e = hmap_get(&kinds[k].by_handle, handle);
@@ -326,7 +314,7 @@ static struct cache_entry *entry_held(enum cache_kind k, const void *handle)
 }
 
 /* A released entry becomes the caller's. */
-static void take_locked(struct cache_entry *e)
+void cache_take_locked(struct cache_entry *e)
 {
     unlink_released(e);
     e->state = CACHE_TAKEN;
@@ -334,7 +322,7 @@ static void take_locked(struct cache_entry *e)
 
 /* The newest released entry of the site that `suits` best (3: the best
  * there is, stop looking; 0: unsuitable), now TAKEN. Takes cache_lock. */
-static struct cache_entry *entry_take(enum cache_kind k, struct site *site,
+struct cache_entry *cache_entry_take(enum cache_kind k, struct site *site,
                                       int (*suits)(const struct cache_entry *, const void *),
                                       const void *want)
 {
@@ -349,12 +337,12 @@ static struct cache_entry *entry_take(enum cache_kind k, struct site *site,
         }
     }
     if (found)
-        take_locked(found);
+        cache_take_locked(found);
     pthread_mutex_unlock(&cache_lock);
     return found;
 }
 
-static void entry_hand_out(struct cache_entry *e)
+void cache_entry_hand_out(struct cache_entry *e)
 {
     pthread_mutex_lock(&cache_lock);
     e->state = CACHE_HELD;
@@ -362,24 +350,16 @@ static void entry_hand_out(struct cache_entry *e)
 }
 
 /* Forgets a TAKEN or HELD entry and destroys its object, once. */
-static void entry_discard(enum cache_kind k, struct cache_entry *e)
+void cache_entry_discard(enum cache_kind k, struct cache_entry *e)
 {
     pthread_mutex_lock(&cache_lock);
     if (hmap_get(&kinds[k].by_handle, e->handle) == e)
-        map_del(&kinds[k], e->handle);
+        cache_map_del(&kinds[k], e->handle);
     pthread_mutex_unlock(&cache_lock);
-    entry_destroy(e);
+    cache_entry_destroy(e);
 }
 
-/* Whether a destroyed entry is worth keeping, as far as can be told under
- * cache_lock (no driver call, no other lock): KEEP_ASK leaves it to the
- * rule's driver question, asked with the lock dropped. */
-enum keep_answer { KEEP_NO, KEEP_YES, KEEP_ASK };
 
-struct keep_rule {
-    enum keep_answer (*first)(const struct cache_entry *);
-    int (*driver)(const struct cache_entry *);   /* for KEEP_ASK; may query the driver */
-};
 
 static int evicted_now(const struct evictions *ev, const struct cache_entry *e)
 {
@@ -405,13 +385,13 @@ static void site_over_budget(struct site *site, const char *noun, unsigned long 
  * so, passed to the driver when recap does not know the handle, refused
  * when the program destroyed it already. One lock unless the rule must ask
  * the driver. */
-static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
+CUresult cache_entry_on_destroy(enum cache_kind k, const void *handle,
                                  const struct keep_rule *rule, CUresult (*real)(const void *))
 {
     struct kind_state *ks = &kinds[k];
     struct evictions ev = { NULL };
 
-    if (!map_may_hold(k))
+    if (!cache_map_may_hold(k))
         return real(handle);
     pthread_mutex_lock(&cache_lock);
     struct cache_entry *e = hmap_get(&ks->by_handle, handle);
@@ -453,137 +433,48 @@ static CUresult entry_on_destroy(enum cache_kind k, const void *handle,
     struct site *over_budget = NULL;
     unsigned long long bytes = e->bytes, budget = 0;
     if (kept) {
-        push_released(e, &ev);
+        cache_push_released(e, &ev);
         if (evicted_now(&ev, e)) {
             over_budget = e->site;
             budget = budget_now();
         }
     } else {
-        map_del(ks, handle);
+        cache_map_del(ks, handle);
     }
     pthread_mutex_unlock(&cache_lock);
 
     if (kept) {
-        destroy_evicted(&ev);
+        cache_destroy_evicted(&ev);
         if (over_budget)
             site_over_budget(over_budget, ks->noun, bytes, budget);
         return CUDA_SUCCESS;
     }
-    entry_free(e);
+    cache_entry_free(e);
     return real(handle);
-}
-
-/* --- graphs ---------------------------------------------------------------------- */
-
-struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes,
-                                    int typed)
-{
-    struct graph_rec *rec = spare_take(&graph_rec_spare);
-    if (rec)
-        memset(rec, 0, sizeof *rec);
-    else
-        rec = calloc(1, sizeof *rec);
-    if (!rec)
-        return NULL;
-    rec->entry.handle = graph;
-    rec->entry.site = site;
-    rec->entry.bytes = CACHE_GRAPH_BYTES + CACHE_GRAPH_NODE_BYTES * (unsigned long long)(nodes > 0 ? nodes : 0);
-    rec->shape = shape;
-    rec->nodes = nodes;
-    rec->shape_typed = typed;
-    rec->shape_epoch = cache_graph_edit_epoch();
-    return entry_track(CACHE_GRAPHS, &rec->entry) == 0 ? rec : NULL;
-}
-
-struct graph_rec *cache_graph_held(CUgraph graph)
-{
-    return (struct graph_rec *)entry_held(CACHE_GRAPHS, graph);
-}
-
-static int graph_has_signature(const struct cache_entry *e, const void *want)
-{
-    return ((const struct graph_rec *)e)->signature == *(const uint64_t *)want ? 3 : 0;
-}
-
-struct graph_rec *cache_take_graph(struct site *site, uint64_t signature)
-{
-    /* Newest first: the most recently released graph of the signature is
-     * the one whose parameters are likeliest to match. */
-    return (struct graph_rec *)entry_take(CACHE_GRAPHS, site, graph_has_signature, &signature);
-}
-
-static void tell_recordings_outdated(struct site *site, int outdated);
-
-int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t preferred,
-                          const void *stream_key, struct graph_rec **out, int max)
-{
-    int n = 0;
-    pthread_mutex_lock(&cache_lock);
-    /* Per signature the graph this stream used last, else the newest:
-     * streams (threads) that capture alike keep to graphs of their own, so
-     * each one's executable graph is one version behind its graph and
-     * takes only the changed nodes. */
-    int outdated = 0;
-    for (struct cache_entry *e = site->released_newest[CACHE_GRAPHS]; e; e = e->site_older) {
-        struct graph_rec *g = (struct graph_rec *)e;
-        outdated += g->recording && g->recording_epoch != epoch;
-        if (!g->recording || g->recording_epoch != epoch || !g->signature)
-            continue;
-        int i = 0;
-        while (i < n && out[i]->signature != g->signature)
-            i++;
-        if (i == n) {
-            if (n == max)
-                continue;
-            out[n++] = g;
-        } else if (g->last_stream == stream_key && out[i]->last_stream != stream_key) {
-            out[i] = g;
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        take_locked(&out[i]->entry);
-        if (out[i]->signature == preferred && i > 0) {
-            struct graph_rec *first = out[0];
-            out[0] = out[i];
-            out[i] = first;
-        }
-    }
-    pthread_mutex_unlock(&cache_lock);
-    if (outdated && n == 0)
-        tell_recordings_outdated(site, outdated);
-    return n;
 }
 
 /* A TAKEN entry recap did not hand out goes back to its site's released
  * ones, as kept before (not counted as kept again); destroyed where the
  * site keeps nothing now. */
-static void entry_give_back(enum cache_kind k, struct cache_entry *e)
+void cache_entry_give_back(enum cache_kind k, struct cache_entry *e)
 {
     struct evictions ev = { NULL };
     pthread_mutex_lock(&cache_lock);
     int mapped = hmap_get(&kinds[k].by_handle, e->handle) == e;
     int keep = mapped && !e->site->cache_closed;
     if (keep) {
-        push_released(e, &ev);
+        cache_push_released(e, &ev);
         e->site->cache.kept--;
     } else if (mapped) {
-        map_del(&kinds[k], e->handle);
+        cache_map_del(&kinds[k], e->handle);
     }
     pthread_mutex_unlock(&cache_lock);
-    destroy_evicted(&ev);
+    cache_destroy_evicted(&ev);
     if (!keep)
-        entry_destroy(e);
+        cache_entry_destroy(e);
 }
 
-void cache_graph_give_back(struct graph_rec *rec, int rewritten)
-{
-    if (rewritten) {
-        rec->version++;
-        rec->changes_known = 0;
-        rec->nchanged = 0;
-    }
-    entry_give_back(CACHE_GRAPHS, &rec->entry);
-}
+/* --- a graph record's recording (freed with the record) --------------------------- */
 
 void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
                                unsigned long epoch)
@@ -595,244 +486,6 @@ void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
     rec->recording = recording;
     rec->recording_epoch = epoch;
 }
-
-void cache_graph_hand_out(struct graph_rec *rec)
-{
-    entry_hand_out(&rec->entry);
-}
-
-/* --- graphs the program keeps ------------------------------------------------------- */
-
-/* Once per site, and once for the process when a second site does it:
- * the program no longer destroys its graphs, so nothing is released for
- * recap to record into, and where a user wonders why, the log says. */
-static void tell_keeping(struct site *site, int copying)
-{
-    static int sites_keeping;
-    if (copying)
-        event_warning(site, "the program keeps the graphs it captures here (two alike kept in a "
-                            "row, neither destroyed): recap records each repeat capture into a "
-                            "copy of the newest, whose executable graph takes a whole update");
-    else
-        event_warning(site, "the program keeps the graphs it captures here (two alike kept in a "
-                            "row, neither destroyed): nothing is released for recap to record "
-                            "into, so these captures stay the driver's (RECAP_COPY_HELD=on "
-                            "records into copies)");
-    if (__atomic_add_fetch(&sites_keeping, 1, __ATOMIC_RELAXED) == 2)
-        event_warning(NULL, "the program keeps the graphs it captures at more than one site: "
-                            "recap records no repeat capture there%s (PyTorch keeps every graph "
-                            "for the rest of the process once CUDAGraph.enable_debug_mode() was "
-                            "called)", copying ? " but into copies" : "");
-}
-
-/* The site's newest held graph, if the program still holds it. */
-static struct graph_rec *held_newest_locked(struct site *site)
-{
-    if (!site->held_newest)
-        return NULL;
-    struct graph_rec *g = hmap_get(&kinds[CACHE_GRAPHS].by_handle, site->held_newest);
-    if (!g || g->entry.state != CACHE_HELD || g->serial != site->held_newest_serial)
-        return NULL;
-    return g;
-}
-
-void cache_graph_note_held(struct graph_rec *rec)
-{
-    struct site *site = rec->entry.site;
-    if (!rec->signature)
-        return;
-    pthread_mutex_lock(&cache_lock);
-    struct graph_rec *before = held_newest_locked(site);
-    int alike = before && before != rec && before->signature == rec->signature;
-    site->held_alike = alike ? site->held_alike + 1 : 0;
-    site->held_newest = rec->entry.handle;
-    site->held_newest_serial = rec->serial;
-    /* Without copies the site stops recording here: said once. */
-    int tell = alike && !runtime_settings.copy_held && !site->held_told;
-    site->held_told |= tell;
-    pthread_mutex_unlock(&cache_lock);
-    if (tell)
-        tell_keeping(site, 0);
-}
-
-struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
-                                       int need_recording)
-{
-    pthread_mutex_lock(&cache_lock);
-    struct graph_rec *g = held_newest_locked(site);
-    /* Two alike kept in a row: the program keeps what it captures here,
-     * and a copy is what the next capture would make anyway. */
-    if (!runtime_settings.copy_held || !g || site->held_alike < 1 || site->cache_closed || g->edited || g->copying ||
-        g->shape_epoch != epoch || (signature && g->signature != signature) ||
-        (need_recording && (!g->recording || g->recording_epoch != epoch)))
-        g = NULL;
-    else
-        g->copying = 1;
-    pthread_mutex_unlock(&cache_lock);
-    return g;
-}
-
-struct graph_rec *cache_graph_unpin_held(struct graph_rec *held, CUgraph copy,
-                                         struct journal *recording, unsigned long epoch)
-{
-    struct site *site = held->entry.site;
-    struct graph_rec *rec = NULL;
-    int first_copy = 0;
-    if (copy)
-        rec = cache_graph_track(copy, site, held->shape, held->nodes, held->shape_typed);
-    pthread_mutex_lock(&cache_lock);
-    if (rec) {
-        rec->entry.state = CACHE_TAKEN;
-        rec->signature = held->signature;
-        rec->last_stream = held->last_stream;
-        rec->shape_epoch = held->shape_epoch;
-        rec->version = held->version;
-        rec->copied = 1;
-        first_copy = ++site->held_copies == 1;
-    }
-    held->copying = 0;
-    int destroy_now = held->destroy_deferred;
-    held->destroy_deferred = 0;
-    pthread_mutex_unlock(&cache_lock);
-    if (rec) {
-        cache_graph_set_recording(rec, recording, epoch);
-    } else {
-        if (recording) {
-            journal_free(recording);
-            free(recording);
-        }
-        if (copy)
-            DRV_REAL(cuGraphDestroy)(copy);
-    }
-    if (destroy_now)
-        cache_on_graph_destroy(DRV_cuGraphDestroy, graph_rec_graph(held));
-    if (first_copy)
-        tell_keeping(site, 1);
-    return rec;
-}
-
-void cache_graph_discard(struct graph_rec *rec)
-{
-    entry_discard(CACHE_GRAPHS, &rec->entry);
-}
-
-void cache_graph_forget(struct graph_rec *rec)
-{
-    pthread_mutex_lock(&cache_lock);
-    if (hmap_get(&kinds[CACHE_GRAPHS].by_handle, rec->entry.handle) == &rec->entry)
-        map_del(&kinds[CACHE_GRAPHS], rec->entry.handle);
-    pthread_mutex_unlock(&cache_lock);
-    entry_free(&rec->entry);
-}
-
-void cache_graph_swap_changes(struct graph_rec *rec, struct changed_node **changed, size_t n,
-                              size_t *capacity, int known)
-{
-    struct changed_node *old = rec->changed;
-    size_t old_capacity = rec->changed_capacity;
-    rec->changed = *changed;
-    rec->changed_capacity = *capacity;
-    rec->nchanged = n;
-    rec->changes_known = known;
-    *changed = old;
-    *capacity = old_capacity;
-}
-
-/* A destroyed graph is worth keeping only where it will be recaptured
- * into (told under the lock), and only unchanged since its capture (asked
- * of the driver): a graph the program edited would just make the next
- * recapture fail. */
-static enum keep_answer graph_may_be_kept(const struct cache_entry *e)
-{
-    const struct graph_rec *rec = (const struct graph_rec *)e;
-    const struct site *site = e->site;
-    enum recap_mode m = site->policy.mode;
-    int recordable = drv_caps.recapture_begin || rec->recording;
-    /* A closed site keeps nothing: no driver question either. */
-    if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !recordable || rec->edited ||
-        site->cache_closed || __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
-        return KEEP_NO;
-    return KEEP_ASK;
-}
-
-static int graph_unchanged(const struct cache_entry *e)
-{
-    const struct graph_rec *rec = (const struct graph_rec *)e;
-    /* A recording no graph edit has outdated describes the graph as it is
-     * (every edit moves the epoch): no need to ask the driver, whose node
-     * count walks the graph (6 us at 1000 nodes on the H200). */
-    if (rec->recording && rec->recording_epoch == cache_graph_edit_epoch())
-        return 1;
-    size_t n = 0;
-    CUresult r = DRV_REAL(cuGraphGetNodes)(graph_rec_graph(rec), NULL, &n);
-    if (r != CUDA_SUCCESS) {
-        event_own_call_failed(e->site, "cuGraphGetNodes", r, "the released graph is not kept");
-        return 0;
-    }
-    return (long)n == rec->nodes;
-}
-
-static CUresult graph_destroy_real(const void *handle)
-{
-    return DRV_REAL(cuGraphDestroy)((CUgraph)handle);
-}
-
-static enum keep_answer never_keep(const struct cache_entry *e)
-{
-    (void)e;
-    return KEEP_NO;
-}
-
-static unsigned long graph_edit_epoch;
-static int last_graph_edit = -1;     /* enum drv_id of the newest edit, for the log */
-
-void cache_note_graph_edit(enum drv_id id)
-{
-    __atomic_store_n(&last_graph_edit, (int)id, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&graph_edit_epoch, 1, __ATOMIC_RELAXED);
-}
-
-/* A capture found recordings that a graph edit outdated: that edit stopped
- * recording wherever recap kept one, at every site, which the log must
- * say (the first time, then at each power of two). */
-static void tell_recordings_outdated(struct site *site, int outdated)
-{
-    static unsigned long times;
-    unsigned long n = __atomic_add_fetch(&times, 1, __ATOMIC_RELAXED);
-    if (n & (n - 1))
-        return;
-    int id = __atomic_load_n(&last_graph_edit, __ATOMIC_RELAXED);
-    event_warning(site, "the program edited a graph (%s, the newest edit): every recording recap "
-                        "kept before it, at every site, no longer describes its graph; %d kept "
-                        "here were passed over, and captures learn anew (seen %lu time(s) in this "
-                        "process)", id >= 0 ? drv_table[id].symbol : "an edit", outdated, n);
-}
-
-unsigned long cache_graph_edit_epoch(void)
-{
-    return __atomic_load_n(&graph_edit_epoch, __ATOMIC_RELAXED);
-}
-
-static const struct keep_rule graph_keep_rule = { graph_may_be_kept, graph_unchanged };
-static const struct keep_rule graph_with_user_objects_rule = { never_keep, NULL };
-
-CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
-{
-    (void)id;
-    if (runtime_passthrough || !graph)
-        return DRV_REAL(cuGraphDestroy)(graph);
-    step_forget_handle(graph);
-    /* A recapture releases a graph's user objects only at its begin:
-     * keeping such a graph would hold them past the program's destroy. */
-    int has_user_objects = uobj_graph_has(graph);
-    CUresult r = entry_on_destroy(CACHE_GRAPHS, graph,
-                                  has_user_objects ? &graph_with_user_objects_rule : &graph_keep_rule,
-                                  graph_destroy_real);
-    if (has_user_objects)
-        uobj_forget_graph(graph);
-    return r;
-}
-
 
 /* --- executable graphs ------------------------------------------------------------- */
 
@@ -850,7 +503,7 @@ struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned 
     rec->shape = shape;
     rec->nodes = nodes;
     rec->source_serial = source_serial;
-    return entry_track(CACHE_EXECS, &rec->entry) == 0 ? rec : NULL;
+    return cache_entry_track(CACHE_EXECS, &rec->entry) == 0 ? rec : NULL;
 }
 
 struct exec_want {
@@ -876,22 +529,22 @@ struct exec_rec *cache_take_exec(struct site *site, unsigned long long flags, ui
                                  uint64_t prefer_serial)
 {
     struct exec_want want = { flags, shape, prefer_serial };
-    return (struct exec_rec *)entry_take(CACHE_EXECS, site, exec_suits, &want);
+    return (struct exec_rec *)cache_entry_take(CACHE_EXECS, site, exec_suits, &want);
 }
 
 void cache_exec_hand_out(struct exec_rec *rec)
 {
-    entry_hand_out(&rec->entry);
+    cache_entry_hand_out(&rec->entry);
 }
 
 void cache_exec_give_back(struct exec_rec *rec)
 {
-    entry_give_back(CACHE_EXECS, &rec->entry);
+    cache_entry_give_back(CACHE_EXECS, &rec->entry);
 }
 
 void cache_exec_discard(struct exec_rec *rec)
 {
-    entry_discard(CACHE_EXECS, &rec->entry);
+    cache_entry_discard(CACHE_EXECS, &rec->entry);
 }
 
 static enum keep_answer exec_worth_keeping(const struct cache_entry *e)
@@ -915,12 +568,12 @@ CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec)
     if (runtime_passthrough || !exec)
         return DRV_REAL(cuGraphExecDestroy)(exec);
     step_forget_handle(exec);
-    return entry_on_destroy(CACHE_EXECS, exec, &exec_keep_rule, exec_destroy_real);
+    return cache_entry_on_destroy(CACHE_EXECS, exec, &exec_keep_rule, exec_destroy_real);
 }
 
 void exec_note_mutated(CUgraphExec exec)
 {
-    if (runtime_passthrough || !map_may_hold(CACHE_EXECS))
+    if (runtime_passthrough || !cache_map_may_hold(CACHE_EXECS))
         return;
     pthread_mutex_lock(&cache_lock);
     struct exec_rec *rec = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
@@ -986,7 +639,7 @@ int cache_release_all(void)
     struct cache_entry *list = lru_oldest;
     int n = released_total;
     for (struct cache_entry *e = lru_oldest; e; e = e->lru_newer) {
-        map_del(&kinds[e->kind], e->handle);
+        cache_map_del(&kinds[e->kind], e->handle);
         e->site->n_released[e->kind]--;
         e->site->released_newest[e->kind] = e->site->released_oldest[e->kind] = NULL;
         e->site->cache.evicted++;
@@ -1029,7 +682,7 @@ int cache_forget_held(void)
     pthread_mutex_unlock(&cache_lock);
     for (struct cache_entry *e = held, *next; e; e = next, n++) {
         next = e->lru_newer;
-        entry_free(e);
+        cache_entry_free(e);
     }
     return n;
 }
@@ -1060,7 +713,7 @@ void cache_site_drop(struct site *site)
         while (site->released_oldest[k])
             evict(site->released_oldest[k], &ev);
     pthread_mutex_unlock(&cache_lock);
-    destroy_evicted(&ev);
+    cache_destroy_evicted(&ev);
 }
 
 void cache_site_reopen(struct site *site)
@@ -1097,7 +750,7 @@ void cache_after_fork_child(void)
         struct kind_state *ks = &kinds[k];
         for (size_t i = 0; i < ks->by_handle.cap; i++)
             if (ks->by_handle.slots[i].key)
-                entry_free(ks->by_handle.slots[i].value);
+                cache_entry_free(ks->by_handle.slots[i].value);
         hmap_clear(&ks->by_handle);
         ks->tracked = 0;
     }

@@ -17,16 +17,21 @@
  * costs one driver capture and the next one binds to the usual graph.
  *
  * Queries are answered from the graph bound to (status, a capture id of
- * recap's own, each stream's dependency nodes); a query for the graph
- * itself lends it to the program, and a switch then captures into that
- * very graph (resumed in it where one stream made every call so far).
+ * recap's own, each stream's dependency nodes: shim/capture.c asks); a
+ * query for the graph itself lends it to the program, and a switch then
+ * captures into that very graph (resumed in it where one stream made every
+ * call so far).
+ *
+ * This file serves capture.c, which owns the capture's states: it hands
+ * back verdicts and reasons, and never switches, invalidates or ends a
+ * capture itself.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shim/cache.h"
-#include "shim/capture_internal.h"
+#include "shim/capture_recorded.h"
 #include "shim/driver.h"
 #include "shim/events.h"
 #include "shim/graph_copy.h"
@@ -122,15 +127,7 @@ static uint64_t stream_guess(struct capture *cap)
 static void note_change(struct capture *cap, struct changed_node changed)
 {
     cap->eligible++;
-    capture_push_change(cap, changed);
-}
-
-/* The driver must answer: the capture switches at this call. */
-static void switch_at(struct capture *cap, enum drv_id id, const char *why)
-{
-    if (!cap->switch_call)
-        cap->switch_call = drv_table[id].symbol;
-    capture_fall_back(cap, why);
+    ctab_push_change(cap, changed);
 }
 
 /* --- begin ----------------------------------------------------------------------- */
@@ -167,7 +164,7 @@ int recorded_begin(struct capture *cap, CUresult *result)
 {
     const char *refusal = begin_refusal(cap);
     if (refusal) {
-        capture_set_reason(cap, refusal);
+        ctab_set_reason(cap, refusal);
         return 0;
     }
     struct graph_rec *graphs[MATCH_MAX_CANDIDATES];
@@ -180,7 +177,7 @@ int recorded_begin(struct capture *cap, CUresult *result)
         n = 1;
     cap->candidates = n;
     if (n == 0) {
-        capture_set_reason(cap, "no released graph recap recorded at this site");
+        ctab_set_reason(cap, "no released graph recap recorded at this site");
         record_miss(cap);
         return 0;
     }
@@ -190,7 +187,7 @@ int recorded_begin(struct capture *cap, CUresult *result)
         cap->match = malloc(sizeof *cap->match);
     if (!cap->self || (n > 1 && !cap->match)) {
         give_back(graphs, n, 0);
-        capture_set_reason(cap, "recap ran out of memory");
+        ctab_set_reason(cap, "recap ran out of memory");
         return 0;
     }
     /* The stream's usual graph (listed first) is bound to at once, as if
@@ -227,7 +224,7 @@ int recorded_begin(struct capture *cap, CUresult *result)
         cap->by_recap = cap->began_by_recap = 0;
         cap->path = PATH_FRESH;
         cap->learning = 0;
-        capture_set_reason(cap, "too many captures at once for recap to record this one");
+        ctab_set_reason(cap, "too many captures at once for recap to record this one");
         return 0;
     }
     *result = CUDA_SUCCESS;
@@ -306,7 +303,7 @@ static int rematch(struct capture *cap, char *why, size_t len)
     size_t made = journal_from_recording(cap);
     cache_graph_give_back(cap->target, made > 0);
     cap->target = NULL;
-    capture_forget_changes(cap);    /* that graph's nodes; binding notes them anew */
+    ctab_forget_changes(cap);    /* that graph's nodes; binding notes them anew */
     cap->reserve = 0;
     cap->matching = 1;
     struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
@@ -318,80 +315,70 @@ static int rematch(struct capture *cap, char *why, size_t len)
     return live;
 }
 
-/* Binds where an answer needs one graph: to the leader, the candidate
- * every call so far matched. Returns 0, or -1 when the capture switched
- * instead. */
-static int bind_now(struct capture *cap, enum drv_id id)
+int recorded_choose_graph(struct capture *cap, char *why, size_t len)
 {
-    char why[200];
-    int refused_last = 0;
-    int which = match_leader(cap->match);
-    if (bind_to(cap, which, &refused_last, why, sizeof why) == 0)
+    drop_reserve(cap);
+    if (!cap->matching)
         return 0;
-    switch_at(cap, id, why);
-    return -1;
+    int refused_last = 0;
+    return bind_to(cap, match_leader(cap->match), &refused_last, why, len) == 0 ? 0 : -1;
 }
 
 /* --- calls ----------------------------------------------------------------------- */
 
-/* A call while several graphs still match. Returns the call's result. */
-static CUresult matching_op(struct capture *cap, enum drv_id id, union drv_args *a)
+/* A call while several graphs still match. */
+static enum recorded_verdict matching_op(struct capture *cap, enum drv_id id, union drv_args *a,
+                                         CUresult *result, char *why, size_t len)
 {
-    char why[200];
     struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
     int ndropped, needs_node;
     int live = match_call(cap->match, &cap->journal, id, a, dropped, &ndropped, &needs_node, why,
-                          sizeof why);
+                          len);
     give_back(dropped, ndropped, 0);
     if (live == 0) {
         /* No kept graph is of this kind: a miss, as if none were kept. */
         cap->matched_none = 1;
-        switch_at(cap, id, why);
-        return capture_op(cap, id, a);
+        return RECORDED_SWITCH_REDO;
     }
     journal_append(&cap->journal, id, a);
-    capture_note_membership(cap, id, a);
+    if (ctab_note_membership(cap, id, a))
+        ctab_journal_outgrown(cap);
+    *result = CUDA_SUCCESS;
     if (live > 1 && !needs_node)
-        return CUDA_SUCCESS;
+        return RECORDED_ANSWERED;
     int refused_last = 0;
-    if (bind_to(cap, match_leader(cap->match), &refused_last, why, sizeof why) == 0)
-        return CUDA_SUCCESS;
-    switch_at(cap, id, why);
-    if (refused_last)
-        return capture_op(cap, id, a);
-    return cap->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+    if (bind_to(cap, match_leader(cap->match), &refused_last, why, len) == 0)
+        return RECORDED_ANSWERED;
+    return refused_last ? RECORDED_SWITCH_REDO : RECORDED_SWITCH_MADE;
 }
 
-CUresult recorded_op(struct capture *cap, enum drv_id id, union drv_args *a)
+enum recorded_verdict recorded_call(struct capture *cap, enum drv_id id, union drv_args *a,
+                                    CUresult *result, char *why, size_t len)
 {
-    enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
-    if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
-        return recorded_query(cap, id, a);
-    if (cap->invalidated)
-        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    if (cap->matching)
-        return matching_op(cap, id, a);
-
-    char why[200];
-    struct changed_node changed;
-    enum self_verdict v = self_record_call(cap->self, id, a, &changed, why, sizeof why);
-    if (v == SELF_REFUSED) {
-        /* The driver's answer to this call is wanted: a failure. */
-        switch_at(cap, id, why);
-        return capture_op(cap, id, a);
+    if (cap->invalidated) {
+        *result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        return RECORDED_ANSWERED;
     }
+    if (cap->matching)
+        return matching_op(cap, id, a, result, why, len);
+
+    struct changed_node changed;
+    enum self_verdict v = self_record_call(cap->self, id, a, &changed, why, len);
+    if (v == SELF_REFUSED)
+        return RECORDED_SWITCH_REDO;    /* the driver's answer to this call is wanted: a failure */
     if (v == SELF_SWITCH) {
-        if (cap->reserve && !cap->graph_lent && rematch(cap, why, sizeof why) > 0)
-            return matching_op(cap, id, a);
+        if (cap->reserve && !cap->graph_lent && rematch(cap, why, len) > 0)
+            return matching_op(cap, id, a, result, why, len);
         /* No kept graph is of this capture's kind: a miss, not a failure. */
         cap->matched_none = 1;
-        switch_at(cap, id, why);
-        return capture_op(cap, id, a);
+        return RECORDED_SWITCH_REDO;
     }
     if (v == SELF_CHANGED)
         note_change(cap, changed);
-    capture_note_membership(cap, id, a);
-    return CUDA_SUCCESS;
+    if (ctab_note_membership(cap, id, a))
+        ctab_journal_outgrown(cap);
+    *result = CUDA_SUCCESS;
+    return RECORDED_ANSWERED;
 }
 
 void recorded_learn_node(struct capture *cap, enum drv_id id, const union drv_args *a)
@@ -410,10 +397,7 @@ void recorded_learn_node(struct capture *cap, enum drv_id id, const union drv_ar
 
 /* --- lending the graph and switching ------------------------------------------------- */
 
-/* The cached graph of a capture recap records is the program's once a
- * query handed it out: the driver capture that takes over is made into
- * it (restart_as_plain), so it leaves the cache. */
-static void lend_target(struct capture *cap)
+void recorded_lend_graph(struct capture *cap)
 {
     cap->lent_graph = graph_rec_graph(cap->target);
     cache_graph_forget(cap->target);
@@ -482,7 +466,7 @@ static int resume_in_graph(struct capture *cap)
 {
     struct self_record *s = cap->self;
     char why[160];
-    if (s->nstreams != 1 || s->nevents != 0 || !capture_may_end_here(cap) ||
+    if (s->nstreams != 1 || s->nevents != 0 || !ctab_may_end_here(cap) ||
         drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL)
         return -1;
     size_t n = 0;
@@ -528,7 +512,7 @@ static int resume_in_graph(struct capture *cap)
     cap->learning = 1;
     cap->resumed = complete;
     if (complete)
-        capture_set_reason(cap, "the program used the capture's graph once every call was made: "
+        ctab_set_reason(cap, "the program used the capture's graph once every call was made: "
                                 "the driver capture resumed in that graph");
     ctab_self_recorded_done(cap);
     return 0;
@@ -549,7 +533,7 @@ int recorded_switch(struct capture *cap)
          * then be updated as a whole), or to the program that was lent it. */
         size_t made = journal_from_recording(cap);
         if (cap->graph_lent) {
-            lend_target(cap);
+            recorded_lend_graph(cap);
         } else {
             cache_graph_give_back(cap->target, made > 0);
             cap->target = NULL;
@@ -560,111 +544,23 @@ int recorded_switch(struct capture *cap)
     return 0;
 }
 
-/* --- queries ------------------------------------------------------------------------ */
-
-/* A query that hands out the capture's graph while the capture has no
- * driver capture: the program may add nodes to that graph itself, which
- * recap cannot follow without a driver that captures into a given graph. */
-static const char graph_asked_reason[] =
-    "the program asked for the capture's graph, which it may change itself";
-
-/* A capture query answered as the driver would for the capture recap
- * records; anything recap cannot answer exactly switches first. While the
- * switch waits for the owning thread (no driver capture yet), recap
- * answers what it knows. */
-CUresult recorded_query(struct capture *cap, enum drv_id id, union drv_args *a)
-{
-    struct capture_query q = capture_query_of(id, a);
-    const void *key = ctab_stream_ref(id, drv_args_stream(id, a)).key;
-    const CUgraphNode *deps = NULL;
-    size_t n = 0;
-    /* Measured on driver 580: either is refused, and nothing written. */
-    if (q.status == NULL || (q.edges && !q.deps))
-        return CUDA_ERROR_INVALID_VALUE;
-    /* Another thread, while the switch waits for the capturing one: recap
-     * follows no node of the calls made since, nor a graph not lent. */
-    if (!cap->invalidated && !cap->by_recap && (q.deps || q.ndeps || (q.graph && !cap->lent_graph)))
-        capture_invalidate(cap, "another thread asked for the capture's dependencies or graph "
-                                "while its switch to a driver capture waited for the capturing "
-                                "thread");
-    /* Nodes and the graph are one graph's: the capture chooses it now
-     * (bound already: it keeps that one). */
-    if (!cap->invalidated && cap->reserve && (q.deps || q.ndeps || q.graph))
-        drop_reserve(cap);
-    if (!cap->invalidated && cap->matching && (q.deps || q.ndeps || q.graph) &&
-        bind_now(cap, id) != 0)
-        return cap->no_driver_capture ? recorded_query(cap, id, a) : capture_op(cap, id, a);
-    int exact = 1;
-    if (!cap->invalidated && (q.deps || q.ndeps))
-        exact = (deps = self_record_deps(cap->self, key, &n)) != NULL;
-    const char *switch_why = NULL;
-    if (q.graph && !cap->invalidated && (cap->by_recap || cap->target)) {
-        /* The program may keep the graph: recap goes on recording into
-         * it, and a switch captures into it. Where the switch waits for
-         * the owning thread, the graph it will capture into is lent now. */
-        if (drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL) {
-            cap->graph_asked = 1;
-            switch_why = graph_asked_reason;
-        } else {
-            cap->graph_lent = 1;
-            if (!cap->by_recap)
-                lend_target(cap);
-        }
-    }
-    if (!switch_why && !exact && cap->by_recap)
-        switch_why = "the program asked the capture something recap does not follow";
-    if (switch_why) {
-        switch_at(cap, id, switch_why);
-        if (!cap->no_driver_capture)
-            return capture_op(cap, id, a);
-    }
-    /* As measured on driver 580 (tests/standin/READINGS.md): an
-     * invalidated capture reports its status only, and no dependency is a
-     * NULL array. */
-    *q.status = cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                 : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    if (cap->invalidated)
-        return CUDA_SUCCESS;
-    if (q.id)
-        *q.id = cap->app_capture_id;
-    if (q.graph) {
-        *q.graph = cap->target ? graph_rec_graph(cap->target) : cap->lent_graph;
-        cap->graph_handed_out = 1;
-    }
-    if (q.deps)
-        *q.deps = n ? deps : NULL;
-    if (q.ndeps)
-        *q.ndeps = n;
-    if (q.edges)
-        *q.edges = self_record_default_edges;
-    return CUDA_SUCCESS;
-}
-
 /* --- end -------------------------------------------------------------------------- */
 
-int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
+int recorded_end_unmatched(struct capture *cap, char *why, size_t len)
 {
-    int wrong_thread = cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
-                       !pthread_equal(pthread_self(), cap->owner);
-    if (wrong_thread) {
-        /* The driver's answer, and the capture is over (measured:
-         * tests/standin/READINGS.md); the program gets no graph. */
-        cap->invalidated = 1;
-    }
-    char why[200];
-    if (!cap->invalidated && cap->by_recap && cap->reserve) {
+    if (cap->reserve) {
         /* Bound to the stream's usual graph, which the capture did not
          * make whole: another kept graph may be. */
-        int whole = self_record_complete(cap->self, why, sizeof why);
+        int whole = self_record_complete(cap->self, why, len);
         if (whole || cap->graph_lent) {
             tell_guess(cap, whole);
             drop_reserve(cap);
-        } else if (rematch(cap, why, sizeof why) == 0) {
+        } else if (rematch(cap, why, len) == 0) {
             cap->matched_none = 1;
-            switch_at(cap, DRV_cuStreamEndCapture, why);
+            return 1;
         }
     }
-    if (!cap->invalidated && cap->by_recap && cap->matching) {
+    if (cap->matching) {
         struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
         int ndropped;
         int which = match_choose_whole(cap->match, &cap->journal, dropped, &ndropped);
@@ -672,21 +568,22 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         int refused_last = 0;
         if (which < 0) {
             cap->matched_none = 1;
-            snprintf(why, sizeof why, "the capture ended before it made every call of any of the "
-                                      "%d graphs kept at this site", cap->candidates);
-            switch_at(cap, DRV_cuStreamEndCapture, why);
-        } else if (bind_to(cap, which, &refused_last, why, sizeof why) != 0) {
-            switch_at(cap, DRV_cuStreamEndCapture, why);
+            snprintf(why, len, "the capture ended before it made every call of any of the "
+                               "%d graphs kept at this site", cap->candidates);
+            return 1;
         }
+        if (bind_to(cap, which, &refused_last, why, len) != 0)
+            return 1;
     }
-    if (!cap->invalidated && cap->by_recap && !self_record_complete(cap->self, why, sizeof why)) {
+    if (!self_record_complete(cap->self, why, len)) {
         cap->matched_none = 1;
-        switch_at(cap, DRV_cuStreamEndCapture, why);
+        return 1;
     }
-    if (!cap->invalidated && !cap->by_recap)
-        return 0;
+    return 0;
+}
 
-    long nodes = -1;
+long recorded_end_finish(struct capture *cap, CUgraph *phGraph)
+{
     if (!cap->invalidated && cap->target)
         self_record_rename_rest(cap->self);   /* this capture's streams throughout */
     self_record_stop(cap->self);
@@ -697,20 +594,9 @@ int recorded_end(struct capture *cap, CUgraph *phGraph, CUresult *result)
         if (cap->target)
             cache_graph_discard(cap->target);
         cap->target = NULL;
-        if (!wrong_thread)
-            *phGraph = NULL;
-        *result = wrong_thread ? CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
-                               : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    } else {
-        nodes = cap->target->nodes;
-        cap->target->last_stream = cap->origin.key;
-        *phGraph = graph_rec_graph(cap->target);
-        capture_account_recapture(cap);
-        *result = CUDA_SUCCESS;
+        return -1;
     }
-    ctab_unregister(cap);
-    ctab_memo_forget(cap);
-    capture_report_end(cap, *result, nodes);
-    ctab_self_recorded_done(cap);
-    return 1;
+    cap->target->last_stream = cap->origin.key;
+    *phGraph = graph_rec_graph(cap->target);
+    return cap->target->nodes;
 }

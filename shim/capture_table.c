@@ -24,6 +24,7 @@
  * neither replaced nor given back, which is what keeps the record alive.
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -391,4 +392,109 @@ void ctab_after_fork_child(void)
     ctab_self_recorded = 0;
     /* The spare record is this process's memory and its mutexes were
      * unlocked when it was given back: it stays. */
+}
+
+/* --- what a capture notes -------------------------------------------------------- */
+
+/* Copies a reason without the cost of formatting: the decision is made on
+ * every capture begin. */
+void ctab_set_reason(struct capture *cap, const char *text)
+{
+    size_t n = strlen(text);
+    if (n >= sizeof cap->reason)
+        n = sizeof cap->reason - 1;
+    memcpy(cap->reason, text, n);
+    cap->reason[n] = '\0';
+}
+
+/* Appends to the capture's change list; out of memory loses the list's
+ * completeness, which the instantiation then knows. Caller holds
+ * cap->changes_lock (or, for recap's own recording, cap->lock). */
+void ctab_push_change(struct capture *cap, struct changed_node changed)
+{
+    if (cap->nchanged == cap->changed_capacity) {
+        size_t capacity = cap->changed_capacity ? cap->changed_capacity * 2 : 32;
+        struct changed_node *grown = realloc(cap->changed, capacity * sizeof *grown);
+        if (grown) {
+            cap->changed = grown;
+            cap->changed_capacity = capacity;
+        }
+    }
+    if (cap->nchanged < cap->changed_capacity)
+        cap->changed[cap->nchanged++] = changed;
+    else
+        cap->changes_lost = 1;
+}
+
+void ctab_forget_changes(struct capture *cap)
+{
+    pthread_mutex_lock(&cap->changes_lock);
+    cap->nchanged = 0;
+    cap->eligible = cap->ineligible = cap->errors = 0;
+    cap->changes_lost = 0;
+    pthread_mutex_unlock(&cap->changes_lock);
+}
+
+/* Whether this thread may end the capture and begin its replacement on the
+ * origin stream: relaxed mode lets any thread, except where the origin is a
+ * per-thread default stream, which no other thread can name (its
+ * CU_STREAM_PER_THREAD, and the journal's per-thread calls, are its own). */
+int ctab_may_end_here(const struct capture *cap)
+{
+    if (pthread_equal(pthread_self(), cap->owner))
+        return 1;
+    return cap->mode == CU_STREAM_CAPTURE_MODE_RELAXED && cap->origin.real != CU_STREAM_PER_THREAD;
+}
+
+/* --- membership ------------------------------------------------------------------ */
+
+int ctab_note_membership(struct capture *cap, enum drv_id id, const union drv_args *a)
+{
+    enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
+    if (kind == DRV_OP_EVENT_RECORD) {
+        ctab_add_event(cap, drv_args_event(id, a));
+    } else if (kind == DRV_OP_STREAM_WAIT) {
+        struct stream_ref s = ctab_stream_ref(id, drv_args_stream(id, a));
+        ctab_add_member(cap, s.key);
+    }
+    return cap->membership_overflow && cap->journal.replayable;
+}
+
+void ctab_journal_outgrown(struct capture *cap)
+{
+    cap->journal.replayable = 0;
+    snprintf(cap->journal.why_not, sizeof cap->journal.why_not,
+             "more streams or events than recap can follow in one capture");
+}
+
+/* --- capture queries ------------------------------------------------------------- */
+
+struct capture_query ctab_query_of(enum drv_id id, union drv_args *a)
+{
+    struct capture_query q = { 0 };
+    switch (id) {
+    case DRV_cuStreamIsCapturing:
+    case DRV_cuStreamIsCapturing_ptsz:
+        q.status = a->cuStreamIsCapturing.captureStatus;
+        break;
+    case DRV_cuStreamGetCaptureInfo:
+    case DRV_cuStreamGetCaptureInfo_ptsz:
+        q.status = a->cuStreamGetCaptureInfo.captureStatus_out;
+        q.id = a->cuStreamGetCaptureInfo.id_out;
+        break;
+    case DRV_cuStreamGetCaptureInfo_v2:
+    case DRV_cuStreamGetCaptureInfo_v2_ptsz: {
+        struct drv_args_cuStreamGetCaptureInfo_v2 *v = &a->cuStreamGetCaptureInfo_v2;
+        q.status = v->captureStatus_out, q.id = v->id_out, q.graph = v->graph_out;
+        q.deps = v->dependencies_out, q.ndeps = v->numDependencies_out;
+        break;
+    }
+    default: {
+        struct drv_args_cuStreamGetCaptureInfo_v3 *v = &a->cuStreamGetCaptureInfo_v3;
+        q.status = v->captureStatus_out, q.id = v->id_out, q.graph = v->graph_out;
+        q.deps = v->dependencies_out, q.edges = v->edgeData_out, q.ndeps = v->numDependencies_out;
+        break;
+    }
+    }
+    return q;
 }

@@ -5,7 +5,10 @@
  * Owns: the struct capture of every capture begun at an enabled site, from
  * its begin to its end, and the questions "which capture does this stream
  * belong to" and "which capture recorded this event", which decide whether
- * a call is journaled. Must never: call the driver, or hold captures_lock
+ * a call is journaled; and what one capture notes as it goes (its reason,
+ * the nodes that changed, the streams and events it joined) that every part
+ * of the capture engine reads and writes. Must never: call the driver, take
+ * a decision about a capture (shim/capture.h does), or hold captures_lock
  * while taking any other lock (it is the innermost lock of recap).
  */
 #ifndef RECAP_CAPTURE_TABLE_H
@@ -25,6 +28,17 @@ struct match_set;
 #define CAPTURE_MAX_EVENTS 16
 
 enum capture_path { PATH_OBSERVE, PATH_FRESH, PATH_RECAPTURE, PATH_FALLBACK };
+
+/* The path's name in the log. */
+static inline const char *capture_path_name(enum capture_path path)
+{
+    switch (path) {
+    case PATH_OBSERVE: return "observe";
+    case PATH_FRESH: return "fresh";
+    case PATH_RECAPTURE: return "recapture";
+    default: return "fallback";
+    }
+}
 
 /* A stream as recap tells streams apart: the per-thread default stream of
  * each thread is its own stream, so it gets a key of its own. */
@@ -202,6 +216,44 @@ void ctab_add_member(struct capture *cap, const void *key);
 void ctab_add_event(struct capture *cap, CUevent event);
 
 void ctab_release(struct capture *cap);
+
+/* --- what a capture notes (caller holds cap->lock) ---------------------- */
+
+/* Copies a reason (truncated to cap->reason's size). */
+void ctab_set_reason(struct capture *cap, const char *text);
+
+/* Whether this thread may end the capture and begin its replacement. */
+int ctab_may_end_here(const struct capture *cap);
+
+/* Appends to the capture's change list (caller holds cap->changes_lock,
+ * or cap->lock where no driver callback can run: recap's own recording). */
+void ctab_push_change(struct capture *cap, struct changed_node changed);
+
+/* Empties the change list and its counts: the nodes they named belong to
+ * a graph the capture no longer records into. */
+void ctab_forget_changes(struct capture *cap);
+
+/* The streams a call joins to the capture and the events it records.
+ * Returns 1 when the capture just outgrew what recap follows while its
+ * journal was still whole: the caller may switch it now, while the
+ * journal can be replayed, and then calls ctab_journal_outgrown. */
+int ctab_note_membership(struct capture *cap, enum drv_id id, const union drv_args *a);
+
+/* The journal of a capture that outgrew recap's following cannot be
+ * replayed whole any more. */
+void ctab_journal_outgrown(struct capture *cap);
+
+/* The arguments of a capture query, whichever form. */
+struct capture_query {
+    CUstreamCaptureStatus *status;
+    cuuint64_t *id;
+    CUgraph *graph;
+    const CUgraphNode **deps;
+    const CUgraphEdgeData **edges;
+    size_t *ndeps;
+};
+
+struct capture_query ctab_query_of(enum drv_id id, union drv_args *a);
 
 /* In a fork child: forget every capture (their streams are the parent's). */
 void ctab_after_fork_child(void);
