@@ -386,8 +386,11 @@ static CUresult recorded_query(struct capture *cap, enum drv_id id, union drv_ar
 }
 
 /* A call into a capture recap records (or has invalidated): the
- * recorder's answer, or the switch it asks for. */
-static CUresult recorded_op(struct capture *cap, enum drv_id id, union drv_args *a)
+ * recorder's answer, or the switch it asks for. Inlined into capture_on_op:
+ * it is the hot path of a recorded loop (callgrind: a call of its own cost
+ * 0.4 % more instructions an iteration on scenario mixed8). */
+static inline __attribute__((always_inline)) CUresult recorded_op(struct capture *cap, enum drv_id id,
+                                                           union drv_args *a)
 {
     enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
     if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
