@@ -3,7 +3,7 @@
  *
  * Owns: FNV-1a over bytes and splitmix64's finaliser, shared by the C
  * frames (site.c), the Python frames (pyframes.c) and the names that join
- * them (shim/site_names.c), so ids are computed one way everywhere. Must
+ * them (shim/state/site_names.c), so ids are computed one way everywhere. Must
  * never change: site ids are written into users' configuration files.
  */
 #ifndef RECAP_HASH_H

@@ -36,11 +36,11 @@
  * then [defaults] self_record.
  * keep_memory, default on: device memory a site's captures allocate is
  * kept when the program frees it and handed back to the site's next
- * capture (shim/kept_memory.h). RECAP_KEEP_MEMORY over [defaults]
+ * capture (shim/state/kept_memory.h). RECAP_KEEP_MEMORY over [defaults]
  * keep_memory.
  * copy_held, default off (RECAP_COPY_HELD=on): where the program keeps
  * every graph it captures, record repeat captures into copies of the
- * newest (shim/graph_copy.h). Off by default until the illegal memory
+ * newest (shim/repeat/graph_copy.h). Off by default until the illegal memory
  * access seen once on the H200 with it on (docs/decisions.md) is
  * explained.
  * A bad RECAP_LOG template leaves the default template in place (observe

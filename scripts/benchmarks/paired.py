@@ -33,7 +33,7 @@ usage: scripts/bench paired [--recap-lib PATH] [--nodes 10,100,1000] [--reps 3]
                             [--configs control,off,...]
 librecap.so: --recap-lib, else $RECAP_LIB, else build-gpu/shim/librecap.so.
 A librecap built with `meson setup -Dphase_clock=true` also prints, per
-row, the time of each of recap's own steps (shim/phase_clock.h); each
+row, the time of each of recap's own steps (shim/base/phase_clock.h); each
 step then costs a counter read more, so read its ratios apart.
 Runs in about two minutes on an H200 with the defaults.
 """

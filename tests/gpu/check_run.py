@@ -59,7 +59,7 @@ import sys
 CAPTURE_PATHS = {"fresh", "recapture", "fallback", "observe"}
 INSTANTIATE_HOWS = {"new", "update", "delta", "reuse"}
 REUSED_HOWS = {"update", "delta", "reuse"}
-DELTA_MAX_PERCENT = 12  # shim/exec_reuse.h EXEC_DELTA_MAX_PERCENT
+DELTA_MAX_PERCENT = 12  # shim/repeat/exec_reuse.h EXEC_DELTA_MAX_PERCENT
 
 
 def read_events(path, failures):

@@ -23,7 +23,7 @@
  * Kernels: PTX text below, JIT-compiled by a real driver; on the stand-in
  * (found by its standin_register_kernel symbol) C functions of the same names.
  */
-#include "shim/cuda_compat.h"
+#include "shim/base/cuda_compat.h"
 #include "tests/standin/standin.h"
 
 #include <dlfcn.h>

@@ -370,7 +370,7 @@ run_case() {
     nccl_*)
         grep -q 'rank 0: process group destroyed' "$dir/recap.err" ||
             problems+=("dist.destroy_process_group() did not return")
-        # recap's NCCL teardown hook (shim/nccl_hooks.c) must have been
+        # recap's NCCL teardown hook (shim/intercept/nccl_hooks.c) must have been
         # reached: with NCCL linked into torch statically it would not be,
         # and two ranks would wait forever at the teardown.
         grep -q '"event":"comm_teardown".*"forwarded":true' "$log" ||

@@ -7,7 +7,7 @@
 #ifndef GUARD_ECHO_H
 #define GUARD_ECHO_H
 
-#include "shim/driver_api.h"
+#include "shim/base/driver_api.h"
 
 #define ECHO_MAX_ARGS 16
 

@@ -4,7 +4,7 @@ stream (issue 13: while recap records a capture itself, the driver knows
 of no capture, so a stream call recap does not see would run eagerly).
 
 Reads every prototype of cuda.h that takes a CUstream and fails, naming
-them, on those that are neither a row of shim/driver_api.def (by exported
+them, on those that are neither a row of shim/base/driver_api.def (by exported
 symbol or base name) nor listed below with the reason recap leaves them
 alone. A new CUDA release that adds stream work makes this test fail until
 the table or the list says what recap does with it.
@@ -70,7 +70,7 @@ def main():
     if stale:
         print("listed as left alone but not in cuda.h (remove them): " + ", ".join(stale))
     if missing:
-        print("take a CUstream but are neither in shim/driver_api.def nor listed here: "
+        print("take a CUstream but are neither in shim/base/driver_api.def nor listed here: "
               + ", ".join(missing))
     return 1 if missing or stale else 0
 

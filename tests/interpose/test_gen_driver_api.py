@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""test_gen_driver_api.py - the role modifiers of shim/driver_api.def as
-shim/gen_driver_api.py reads them: "+NAME" or "+NAME=VALUE" in any order
+"""test_gen_driver_api.py - the role modifiers of shim/base/driver_api.def as
+shim/base/gen_driver_api.py reads them: "+NAME" or "+NAME=VALUE" in any order
 after a role's kind, each known and given once; +time=K wraps whatever
 body the row's role generates, once, so that it composes with the other
 modifiers; rows the generator must refuse; and the table's own +time
@@ -15,7 +15,7 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "shim"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "shim", "base"))
 import gen_driver_api as gen  # noqa: E402
 
 DEF = None

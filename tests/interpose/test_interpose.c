@@ -145,7 +145,7 @@ Test(interpose, rtld_next_from_another_library_finds_the_next_definition)
 }
 
 /* NCCL's communicator teardown waits until no graph holds a plan of it;
- * recap's kept executable graphs must let go first (shim/nccl_hooks.c). */
+ * recap's kept executable graphs must let go first (shim/intercept/nccl_hooks.c). */
 static void check_nccl_teardown(struct run_spec spec)
 {
     char *dir = run_temp_dir();

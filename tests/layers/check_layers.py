@@ -58,7 +58,7 @@ def read_layers(path):
 
 def sources(root, generated):
     """(module, path) of every source: a module is named by its path under
-    the root, without the extension (shim/capture/recorder); a generated
+    the root, without the extension (shim/repeat/capture/recorder); a generated
     file, by the path its folder has in the build (GENERATED_DIR's name
     relative to the build's root is not known: the folder's trailing
     shim/... part is used)."""
@@ -236,6 +236,11 @@ def check(root, generated, layers_file):
             if rank[layer_of[target]] < rank[layer_of[module]]:
                 problems.append(f'{path}: {module} ({layer_of[module]}) includes {target}.h '
                                 f'({layer_of[target]}): an include may not go up a layer')
+    for module in sorted(found & set(layer_of)):
+        parts = module.split('/')
+        if parts[0] == 'shim' and (len(parts) != 3 or parts[1] != layer_of[module]):
+            problems.append(f'{name}: {module} is of layer {layer_of[module]}: its files belong '
+                            f'in shim/{layer_of[module]}/')
     for module in sorted(set(layer_of) - found):
         problems.append(f'{name}: {module} is listed but has no file')
     cycle = find_cycle(graph)
@@ -292,8 +297,9 @@ def check_functions(root, generated, layer_of, part_of, rank, problems):
 
 
 def self_test():
-    """The checker itself finds an upward include, a cycle and an unlisted
-    module in a small made-up tree, and passes a clean one."""
+    """The checker itself finds an upward include or use, a cycle of either,
+    an unlisted or misplaced module in a small made-up tree, and passes a
+    clean one."""
     def tree(files, layers):
         d = tempfile.mkdtemp(prefix='layers-')
         os.makedirs(os.path.join(d, 'shim'))
@@ -305,44 +311,46 @@ def self_test():
         with open(os.path.join(d, 'layers.txt'), 'w') as f:
             f.write(layers)
         return d
-    layers = 'top shim/a\nlow shim/b shim/c\n'
-    ok = tree({'shim/a.c': '#include "shim/b.h"\nvoid a(void)\n{\n    b();\n}\n',
-               'shim/b.c': '#include "shim/c.h"\n#define REAL(s) real_##s\n'
+    layers = 'top shim/top/a\nlow shim/low/b shim/low/c\n'
+    ok = tree({'shim/top/a.c': '#include "shim/low/b.h"\nvoid a(void)\n{\n    b();\n}\n',
+               'shim/low/b.c': '#include "shim/low/c.h"\n#define REAL(s) real_##s\n'
                            'void b(void)\n{\n    c(); REAL(a)(); x->a(); y.a = 1;\n}\n',
-               'shim/c.h': 'struct s {\n    int (*a)(void);\n};\n'
+               'shim/low/c.h': 'struct s {\n    int (*a)(void);\n};\n'
                            'static inline void c(void)\n{\n    /* a() */ puts("a()");\n}\n'},
               layers)
-    up = tree({'shim/a.c': '', 'shim/b.c': '#include "shim/a.h"\n', 'shim/c.h': ''}, layers)
-    loop = tree({'shim/a.c': '', 'shim/b.c': '#include "shim/c.h"\n',
-                 'shim/c.c': '#include "shim/b.h"\n'}, layers)
-    extra = tree({'shim/a.c': '', 'shim/b.c': '', 'shim/c.c': '', 'shim/d.c': ''}, layers)
+    up = tree({'shim/top/a.c': '', 'shim/low/b.c': '#include "shim/top/a.h"\n', 'shim/low/c.h': ''}, layers)
+    loop = tree({'shim/top/a.c': '', 'shim/low/b.c': '#include "shim/low/c.h"\n',
+                 'shim/low/c.c': '#include "shim/low/b.h"\n'}, layers)
+    extra = tree({'shim/top/a.c': '', 'shim/low/b.c': '', 'shim/low/c.c': '', 'shim/low/d.c': ''}, layers)
     # What includes miss: b and c call each other's functions through a
     # header of c's that declares both (as capture_internal.h did).
-    calls = tree({'shim/a.c': '', 'shim/b.c': '#include "shim/c.h"\nvoid b_serve(void)\n{\n'
+    calls = tree({'shim/top/a.c': '', 'shim/low/b.c': '#include "shim/low/c.h"\nvoid b_serve(void)\n{\n'
                                               '    c_back();\n}\n',
-                  'shim/c.h': 'void b_serve(void);\nvoid c_back(void);\n',
-                  'shim/c.c': '#include "shim/c.h"\nvoid c_back(void)\n{\n}\n'
+                  'shim/low/c.h': 'void b_serve(void);\nvoid c_back(void);\n',
+                  'shim/low/c.c': '#include "shim/low/c.h"\nvoid c_back(void)\n{\n}\n'
                               'static void c_run(void)\n{\n    b_serve();\n}\n'}, layers)
-    up_call = tree({'shim/a.c': 'void a_top(void)\n{\n}\n', 'shim/b.c': 'static int (*f)(void) = '
-                                                                      'a_top;\n', 'shim/c.h': ''},
+    up_call = tree({'shim/top/a.c': 'void a_top(void)\n{\n}\n', 'shim/low/b.c': 'static int (*f)(void) = '
+                                                                      'a_top;\n', 'shim/low/c.h': ''},
                    layers)
-    nested = tree({'shim/a.c': '', 'shim/b.c': '', 'shim/c.h': '', 'shim/low/d.c': ''}, layers)
+    # A shim module outside its layer's folder.
+    misplaced = tree({'shim/top/a.c': '', 'shim/low/b.c': '', 'shim/low/c.h': '', 'shim/top/e.c': ''},
+                     layers.replace('shim/low/c\n', 'shim/low/c shim/top/e\n'))
     # Two C files of one module (part-of) are still two files.
-    parts = tree({'shim/a.c': '', 'shim/c.h': '',
-                  'shim/b.c': 'void b_serve(void)\n{\n    b_part_back();\n}\n',
-                  'shim/b_part.c': 'void b_part_back(void)\n{\n}\nstatic void run(void)\n{\n'
+    parts = tree({'shim/top/a.c': '', 'shim/low/c.h': '',
+                  'shim/low/b.c': 'void b_serve(void)\n{\n    b_part_back();\n}\n',
+                  'shim/low/b_part.c': 'void b_part_back(void)\n{\n}\nstatic void run(void)\n{\n'
                                    '    b_serve();\n}\n'},
-                 layers + 'part-of shim/b_part shim/b\n')
+                 layers + 'part-of shim/low/b_part shim/low/b\n')
     failures = []
     for d, want in ((ok, None), (up, 'may not go up a layer'),
-                    (loop, 'cycle of includes between modules: shim/b -> shim/c -> shim/b'),
-                    (extra, 'module shim/d has no layer'),
-                    (calls, 'cycle of function uses between modules: shim/b uses c_back() of '
-                            'shim/c; shim/c uses b_serve() of shim/b'),
-                    (up_call, 'shim/b (low) uses a_top() of shim/a (top): a use may not go up'),
-                    (nested, 'module shim/low/d has no layer'),
-                    (parts, 'cycle of function uses between modules: shim/b uses b_part_back() of '
-                            'shim/b_part; shim/b_part uses b_serve() of shim/b')):
+                    (loop, 'cycle of includes between modules: shim/low/b -> shim/low/c -> shim/low/b'),
+                    (extra, 'module shim/low/d has no layer'),
+                    (calls, 'cycle of function uses between modules: shim/low/b uses c_back() of '
+                            'shim/low/c; shim/low/c uses b_serve() of shim/low/b'),
+                    (up_call, 'shim/low/b (low) uses a_top() of shim/top/a (top): a use may not go up'),
+                    (misplaced, 'shim/top/e is of layer low: its files belong in shim/low/'),
+                    (parts, 'cycle of function uses between modules: shim/low/b uses b_part_back() of '
+                            'shim/low/b_part; shim/low/b_part uses b_serve() of shim/low/b')):
         problems = check(d, [], os.path.join(d, 'layers.txt'))[0]
         if want is None and problems:
             failures.append(f'clean tree rejected: {problems}')

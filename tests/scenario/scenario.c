@@ -241,7 +241,7 @@ static int run_loop(const char *name, int iters, const struct sc_options *o)
     /* SCENARIO_STEP_MEMORY=1: each iteration allocates device and pinned
      * host memory before its capture and frees both after it, as a
      * framework's step may (what recap's end event counts between
-     * captures, shim/step_time.h). */
+     * captures, shim/base/step_time.h). */
     const char *step_text = getenv("SCENARIO_STEP_MEMORY");
     int step_memory = step_text && *step_text && strcmp(step_text, "0") != 0;
 

@@ -1,7 +1,7 @@
 /*
  * test_kept_memory.c - device memory a site's captures allocate is kept
  * when the program frees it and handed back to the site's next capture
- * (issue 34, shim/kept_memory.h), at 13.0 (recorded by recap) and 13.3
+ * (issue 34, shim/state/kept_memory.h), at 13.0 (recorded by recap) and 13.3
  * (recaptured).
  *
  * The scenario `pool` takes a step as PyTorch does: a private pool of two

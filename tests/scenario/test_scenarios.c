@@ -720,7 +720,7 @@ Test(scenario, every_fallback_is_written_however_long_the_run)
 /* --- sites observed only ------------------------------------------------------------- */
 
 /* An observed capture is the driver's, watched from a slot of its own
- * (shim/observed.h), not from the capture table: each is still counted and
+ * (shim/state/observed.h), not from the capture table: each is still counted and
  * logged as observed, with the node count the table's path (mode update)
  * finds for the same program, whichever thread ends it and however many
  * threads capture at once; nothing is instantiated by recap. */
@@ -1071,7 +1071,7 @@ Test(scenario, program_updating_its_own_executables_at_13_3)
     sc_done(&o);
 }
 
-/* --- where a step's time goes (shim/step_time.h) ---------------------------------------- */
+/* --- where a step's time goes (shim/base/step_time.h) ---------------------------------------- */
 
 /* Every figure of the totals' "step" object, and the site's shapes_seen. */
 static const char *const step_classes[] = {

@@ -31,7 +31,7 @@
  * cuStreamBeginCapture_v2, the _ptsz/_ptds twins): each exported function is
  * then checked against NVIDIA's own declaration of that exact symbol. */
 #define __CUDA_API_VERSION_INTERNAL 1
-#include "shim/cuda_compat.h"
+#include "shim/base/cuda_compat.h"
 #include "standin.h"
 
 #include <pthread.h>

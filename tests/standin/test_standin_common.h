@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "shim/cuda_compat.h"
+#include "shim/base/cuda_compat.h"
 #include "standin.h"
 
 #define CK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)

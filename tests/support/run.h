@@ -83,7 +83,7 @@ int run_count_lines(const char *path, ...);
 long run_log_total(const char *log, const char *key);
 
 /* A figure of the "step" object in the "totals" of the last "end" event
- * (where the step time went, shim/step_time.h), or -1 if it has none. */
+ * (where the step time went, shim/base/step_time.h), or -1 if it has none. */
 double run_log_step(const char *log, const char *key);
 
 /* The number after "NAME " in a stats file written by a scenario. */

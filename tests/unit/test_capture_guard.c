@@ -1,5 +1,5 @@
 /*
- * test_capture_guard.c - shim/capture_guard.c alone, against a fake driver
+ * test_capture_guard.c - shim/repeat/capture_guard.c alone, against a fake driver
  * table: each thread's capture mode follows its successful
  * cuThreadExchangeStreamCaptureMode calls (and only those), the hook hands
  * the driver's result and the previous mode back unchanged, and
@@ -12,10 +12,10 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 
-#include "shim/cache.h"
-#include "shim/capture.h"
-#include "shim/capture_guard.h"
-#include "shim/capture_holds.h"
+#include "shim/state/cache.h"
+#include "shim/repeat/capture.h"
+#include "shim/repeat/capture_guard.h"
+#include "shim/repeat/capture_holds.h"
 
 /* What capture_guard.c links against, in place of driver_api.c. */
 void *drv_real_fn[DRV_COUNT];

@@ -1,5 +1,5 @@
 /*
- * test_capture_table.c - shim/capture_table.c alone: how a thread's memo
+ * test_capture_table.c - shim/state/capture_table.c alone: how a thread's memo
  * of its last stream lookup holds captures. A call into a capture borrows
  * the memo's reference instead of taking one of its own; while it does,
  * the thread's other lookups and the end of the capture leave the memo
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "shim/capture_table.h"
+#include "shim/state/capture_table.h"
 
 /* capture_table.c's only outside calls: no journal is ever written here. */
 void journal_init(struct journal *j)

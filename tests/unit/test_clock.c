@@ -1,5 +1,5 @@
 /*
- * test_clock.c - shim/runtime.c's clock alone: whatever it reads (the
+ * test_clock.c - shim/base/runtime.c's clock alone: whatever it reads (the
  * time-stamp counter once calibrated, else clock_gettime), it never runs
  * backwards on a thread and measures spans as CLOCK_MONOTONIC does, before
  * its calibration, across it and after it; and a duration taken with it
@@ -8,7 +8,7 @@
 #include <criterion/criterion.h>
 #include <time.h>
 
-#include "shim/runtime.h"
+#include "shim/base/runtime.h"
 
 
 static double monotonic_us(void)

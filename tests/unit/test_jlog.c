@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "shim/jlog.h"
+#include "shim/base/jlog.h"
 
 static char tmpdir[64];
 static char *no_env[] = { NULL };

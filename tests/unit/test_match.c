@@ -1,5 +1,5 @@
 /*
- * test_match.c - shim/match.c alone: which candidate leads, when the
+ * test_match.c - shim/repeat/match.c alone: which candidate leads, when the
  * others are compared, what is dropped and when a reason is written.
  *
  * The comparison itself (self_record_match) is faked: a recording is a
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shim/match.h"
+#include "shim/repeat/match.h"
 
 /* --- the faked comparison ------------------------------------------------------ */
 

@@ -1,5 +1,5 @@
 /*
- * test_observed.c - shim/observed.c alone: a claimed slot is found by its
+ * test_observed.c - shim/state/observed.c alone: a claimed slot is found by its
  * stream key, from any thread, with what its begin stored; an end frees it
  * once; the table holds 64 captures and says so when full; and threads
  * claiming, finding and freeing at once never see each other's captures.
@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "shim/observed.h"
+#include "shim/state/observed.h"
 
 static struct site *fake_site(uintptr_t n)
 {

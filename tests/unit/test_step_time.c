@@ -1,5 +1,5 @@
 /*
- * test_step_time.c - where a site's step time goes (shim/step_time.c):
+ * test_step_time.c - where a site's step time goes (shim/base/step_time.c):
  * a period from one capture begin to the next, and what fell in it
  * counted there; nothing before a site's first begin or after its last;
  * timed calls go to the thread's site, else the process's latest, and
@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "shim/runtime.h"
-#include "shim/step_time.h"
+#include "shim/base/runtime.h"
+#include "shim/base/step_time.h"
 
 static struct step_totals totals(const struct step_site *s)
 {

@@ -1,5 +1,5 @@
 /*
- * test_timeline.c - a site's counts per window of captures (shim/timeline.c):
+ * test_timeline.c - a site's counts per window of captures (shim/base/timeline.c):
  * windows one capture wide that double, two merging into one, as the
  * captures outgrow them, with every count and time kept; recaptures told
  * apart by who recorded them; instantiations in the window of the capture
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim/jlog.h"
-#include "shim/timeline.h"
+#include "shim/base/jlog.h"
+#include "shim/base/timeline.h"
 
 static unsigned long total(const uint32_t *n)
 {

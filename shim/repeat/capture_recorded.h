@@ -1,0 +1,73 @@
+/*
+ * capture_recorded.h - the recorder: captures recap records itself, with
+ * no driver capture (prefix recorded_).
+ *
+ * Owns: the candidates a recorded capture takes from its site at the
+ * begin, binding it to one of them, writing its calls into that graph, and
+ * giving back what it did not use; the capture's ids, and what a switch
+ * to a driver capture needs of the recording. It serves shim/repeat/capture.h,
+ * which owns the capture's states: every function here hands back what it
+ * found (a verdict, a reason) and must never switch, invalidate or end a
+ * capture itself, nor call back into capture.c. Called with cap->lock held.
+ */
+#ifndef RECAP_CAPTURE_RECORDED_H
+#define RECAP_CAPTURE_RECORDED_H
+
+#include <stddef.h>
+
+#include "shim/state/capture_table.h"
+#include "shim/base/driver_api.h"
+
+/* Whether recap records this site's repeat captures itself. */
+int recorded_possible(const struct site *site);
+
+/* Begins a capture recap records itself, if the site keeps graphs it may
+ * repeat: returns 1 (registered, *result the begin's answer), or 0 with
+ * cap->reason set when a driver capture must begin instead. */
+int recorded_begin(struct capture *cap, CUresult *result);
+
+/* What a call into a capture recap records came to. */
+enum recorded_verdict {
+    RECORDED_ANSWERED,      /* *result is the program's answer */
+    RECORDED_SWITCH_REDO,   /* the capture must become a driver capture (why), and the
+                             * call is then made into it again */
+    RECORDED_SWITCH_MADE,   /* the capture must become a driver capture (why); the call
+                             * is in its journal, so the switch's replay makes it */
+};
+
+/* A call (not a capture query) into a capture recap records, or has
+ * invalidated. `why` (len bytes) says why a switch is wanted. */
+enum recorded_verdict recorded_call(struct capture *cap, enum drv_id id, union drv_args *a,
+                                    CUresult *result, char *why, size_t len);
+
+/* An answer needs the nodes of one graph (a dependency or graph query):
+ * the capture keeps the graph it is bound to, or binds to the candidate
+ * every call so far matched. Returns 0, or -1 (why) when the driver
+ * refused a write and the capture must switch. */
+int recorded_choose_graph(struct capture *cap, char *why, size_t len);
+
+/* A query handed the program the capture's graph, and the capture has
+ * switched already (its driver capture waits for the owning thread): the
+ * cached graph is the program's, and leaves the cache. */
+void recorded_lend_graph(struct capture *cap);
+
+/* The capture recap recorded becomes a driver capture to be: its calls so
+ * far become the journal to replay; the graphs it looked at go back to
+ * the site. Returns 0, or 1 when it resumed as a driver capture in a graph
+ * the program holds (nothing left to replay). */
+int recorded_switch(struct capture *cap);
+
+/* At the end of a capture recap records: binds it to the kept graph it
+ * made whole. Returns 0, or 1 when it made none whole (why): it must
+ * switch, and the driver end it. */
+int recorded_end_unmatched(struct capture *cap, char *why, size_t len);
+
+/* The end of a capture recap recorded whole (*phGraph its graph), or
+ * invalidated (what it held goes back or is discarded). Returns the
+ * graph's node count, -1 when invalidated. */
+long recorded_end_finish(struct capture *cap, CUgraph *phGraph);
+
+/* The node the last call of a driver capture being learned made. */
+void recorded_learn_node(struct capture *cap, enum drv_id id, const union drv_args *a);
+
+#endif

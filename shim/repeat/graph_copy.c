@@ -1,0 +1,84 @@
+/*
+ * graph_copy.c - a copy of a graph the program keeps, to record into.
+ *
+ * cuGraphClone copies the graph; cuGraphNodeFindInClone names, for each
+ * node the recording knows, the clone's node that plays its part. The
+ * recording is copied whole (argument data included), so the copy and the
+ * original are recorded into independently from here on.
+ */
+#include <stdlib.h>
+
+#include "shim/base/driver.h"
+#include "shim/state/events.h"
+#include "shim/repeat/graph_copy.h"
+#include "shim/state/journal.h"
+#include "shim/repeat/self_record.h"
+#include "shim/state/user_objects.h"
+
+/* The recording of `original` for its clone: every node mapped. Returns
+ * NULL on failure, with *call and *r saying which driver call failed (NULL
+ * call: memory ran out). */
+static struct journal *recording_for_clone(const struct journal *original, CUgraph clone,
+                                           const char **call, CUresult *r)
+{
+    struct journal *rec = malloc(sizeof *rec);
+    *call = NULL;
+    *r = CUDA_SUCCESS;
+    if (!rec)
+        return NULL;
+    journal_stale_lock();
+    int copied = journal_copy(rec, original);
+    journal_stale_unlock();
+    if (copied != 0) {
+        free(rec);
+        return NULL;
+    }
+    for (size_t i = 0; i < rec->nops; i++) {
+        struct journal_op *op = &rec->ops[i];
+        if (!op->creates_node)
+            continue;
+        *r = DRV_REAL(cuGraphNodeFindInClone)(&op->node, op->node, clone);
+        if (*r != CUDA_SUCCESS) {
+            *call = "cuGraphNodeFindInClone";
+            journal_free(rec);
+            free(rec);
+            return NULL;
+        }
+    }
+    return rec;
+}
+
+struct graph_rec *graph_copy_of_held(struct site *site, unsigned long epoch, uint64_t signature,
+                                     int recorded)
+{
+    struct graph_rec *held = cache_graph_pin_held(site, epoch, signature, recorded);
+    if (!held)
+        return NULL;
+    CUgraph original = graph_rec_graph(held), clone = NULL;
+    struct journal *recording = NULL;
+    const char *call = "cuGraphClone";
+    CUresult r = CUDA_SUCCESS;
+    /* A clone holds references to the original's user objects, which the
+     * program would never see released: such graphs are not copied. */
+    if (uobj_graph_has(original))
+        return cache_graph_unpin_held(held, NULL, NULL, epoch);
+    /* The pending arguments of a graph recap recorded go into its nodes
+     * first: the clone copies nodes, not the recording. */
+    r = self_record_flush(held->recording);
+    if (r != CUDA_SUCCESS)
+        call = "a setter bringing the graph up to date";
+    else
+        r = DRV_REAL(cuGraphClone)(&clone, original);
+    if (r == CUDA_SUCCESS && recorded) {
+        recording = recording_for_clone(held->recording, clone, &call, &r);
+        if (!recording) {
+            if (!call)
+                call = "recap's copy of the recording (out of memory)";
+            DRV_REAL(cuGraphDestroy)(clone);
+            clone = NULL;
+        }
+    }
+    if (!clone)
+        event_own_call_failed(site, call, r, "the capture is left to the driver");
+    return cache_graph_unpin_held(held, clone, recording, epoch);
+}

@@ -1,0 +1,350 @@
+/*
+ * cache_graphs.c - what the cache does particularly with graphs: tracking
+ * a captured graph, taking released ones for a capture (by signature, or
+ * every candidate a recorded capture may repeat), giving them back, the
+ * graphs the program keeps (held, for copies), the epoch of graph edits
+ * that outdates recordings, and whether a destroyed graph is worth keeping.
+ *
+ * Built on cache.c's shared lifecycle (shim/state/cache_internal.h), which never
+ * calls back into this file.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/state/cache_internal.h"
+#include "shim/base/driver.h"
+#include "shim/state/events.h"
+#include "shim/base/runtime.h"
+#include "shim/state/sites.h"
+#include "shim/base/spare.h"
+#include "shim/base/step_time.h"
+#include "shim/state/user_objects.h"
+
+/* --- graphs ---------------------------------------------------------------------- */
+
+struct graph_rec *cache_graph_track(CUgraph graph, struct site *site, uint64_t shape, long nodes,
+                                    int typed)
+{
+    struct graph_rec *rec = spare_take(&graph_rec_spare);
+    if (rec)
+        memset(rec, 0, sizeof *rec);
+    else
+        rec = calloc(1, sizeof *rec);
+    if (!rec)
+        return NULL;
+    rec->entry.handle = graph;
+    rec->entry.site = site;
+    rec->entry.bytes = CACHE_GRAPH_BYTES + CACHE_GRAPH_NODE_BYTES * (unsigned long long)(nodes > 0 ? nodes : 0);
+    rec->shape = shape;
+    rec->nodes = nodes;
+    rec->shape_typed = typed;
+    rec->shape_epoch = cache_graph_edit_epoch();
+    return cache_entry_track(CACHE_GRAPHS, &rec->entry) == 0 ? rec : NULL;
+}
+
+struct graph_rec *cache_graph_held(CUgraph graph)
+{
+    return (struct graph_rec *)cache_entry_held(CACHE_GRAPHS, graph);
+}
+
+static int graph_has_signature(const struct cache_entry *e, const void *want)
+{
+    return ((const struct graph_rec *)e)->signature == *(const uint64_t *)want ? 3 : 0;
+}
+
+struct graph_rec *cache_take_graph(struct site *site, uint64_t signature)
+{
+    /* Newest first: the most recently released graph of the signature is
+     * the one whose parameters are likeliest to match. */
+    return (struct graph_rec *)cache_entry_take(CACHE_GRAPHS, site, graph_has_signature, &signature);
+}
+
+static void tell_recordings_outdated(struct site *site, int outdated);
+
+int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t preferred,
+                          const void *stream_key, struct graph_rec **out, int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&cache_lock);
+    /* Per signature the graph this stream used last, else the newest:
+     * streams (threads) that capture alike keep to graphs of their own, so
+     * each one's executable graph is one version behind its graph and
+     * takes only the changed nodes. */
+    int outdated = 0;
+    for (struct cache_entry *e = site->released_newest[CACHE_GRAPHS]; e; e = e->site_older) {
+        struct graph_rec *g = (struct graph_rec *)e;
+        outdated += g->recording && g->recording_epoch != epoch;
+        if (!g->recording || g->recording_epoch != epoch || !g->signature)
+            continue;
+        int i = 0;
+        while (i < n && out[i]->signature != g->signature)
+            i++;
+        if (i == n) {
+            if (n == max)
+                continue;
+            out[n++] = g;
+        } else if (g->last_stream == stream_key && out[i]->last_stream != stream_key) {
+            out[i] = g;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        cache_take_locked(&out[i]->entry);
+        if (out[i]->signature == preferred && i > 0) {
+            struct graph_rec *first = out[0];
+            out[0] = out[i];
+            out[i] = first;
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (outdated && n == 0)
+        tell_recordings_outdated(site, outdated);
+    return n;
+}
+
+void cache_graph_give_back(struct graph_rec *rec, int rewritten)
+{
+    if (rewritten) {
+        rec->version++;
+        rec->changes_known = 0;
+        rec->nchanged = 0;
+    }
+    cache_entry_give_back(CACHE_GRAPHS, &rec->entry);
+}
+
+void cache_graph_hand_out(struct graph_rec *rec)
+{
+    cache_entry_hand_out(&rec->entry);
+}
+
+/* --- graphs the program keeps ------------------------------------------------------- */
+
+/* Once per site, and once for the process when a second site does it:
+ * the program no longer destroys its graphs, so nothing is released for
+ * recap to record into, and where a user wonders why, the log says. */
+static void tell_keeping(struct site *site, int copying)
+{
+    static int sites_keeping;
+    if (copying)
+        event_warning(site, "the program keeps the graphs it captures here (two alike kept in a "
+                            "row, neither destroyed): recap records each repeat capture into a "
+                            "copy of the newest, whose executable graph takes a whole update");
+    else
+        event_warning(site, "the program keeps the graphs it captures here (two alike kept in a "
+                            "row, neither destroyed): nothing is released for recap to record "
+                            "into, so these captures stay the driver's (RECAP_COPY_HELD=on "
+                            "records into copies)");
+    if (__atomic_add_fetch(&sites_keeping, 1, __ATOMIC_RELAXED) == 2)
+        event_warning(NULL, "the program keeps the graphs it captures at more than one site: "
+                            "recap records no repeat capture there%s (PyTorch keeps every graph "
+                            "for the rest of the process once CUDAGraph.enable_debug_mode() was "
+                            "called)", copying ? " but into copies" : "");
+}
+
+/* The site's newest held graph, if the program still holds it. */
+static struct graph_rec *held_newest_locked(struct site *site)
+{
+    if (!site->held_newest)
+        return NULL;
+    struct graph_rec *g = hmap_get(&kinds[CACHE_GRAPHS].by_handle, site->held_newest);
+    if (!g || g->entry.state != CACHE_HELD || g->serial != site->held_newest_serial)
+        return NULL;
+    return g;
+}
+
+void cache_graph_note_held(struct graph_rec *rec)
+{
+    struct site *site = rec->entry.site;
+    if (!rec->signature)
+        return;
+    pthread_mutex_lock(&cache_lock);
+    struct graph_rec *before = held_newest_locked(site);
+    int alike = before && before != rec && before->signature == rec->signature;
+    site->held_alike = alike ? site->held_alike + 1 : 0;
+    site->held_newest = rec->entry.handle;
+    site->held_newest_serial = rec->serial;
+    /* Without copies the site stops recording here: said once. */
+    int tell = alike && !runtime_settings.copy_held && !site->held_told;
+    site->held_told |= tell;
+    pthread_mutex_unlock(&cache_lock);
+    if (tell)
+        tell_keeping(site, 0);
+}
+
+struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
+                                       int need_recording)
+{
+    pthread_mutex_lock(&cache_lock);
+    struct graph_rec *g = held_newest_locked(site);
+    /* Two alike kept in a row: the program keeps what it captures here,
+     * and a copy is what the next capture would make anyway. */
+    if (!runtime_settings.copy_held || !g || site->held_alike < 1 || site->cache_closed || g->edited || g->copying ||
+        g->shape_epoch != epoch || (signature && g->signature != signature) ||
+        (need_recording && (!g->recording || g->recording_epoch != epoch)))
+        g = NULL;
+    else
+        g->copying = 1;
+    pthread_mutex_unlock(&cache_lock);
+    return g;
+}
+
+struct graph_rec *cache_graph_unpin_held(struct graph_rec *held, CUgraph copy,
+                                         struct journal *recording, unsigned long epoch)
+{
+    struct site *site = held->entry.site;
+    struct graph_rec *rec = NULL;
+    int first_copy = 0;
+    if (copy)
+        rec = cache_graph_track(copy, site, held->shape, held->nodes, held->shape_typed);
+    pthread_mutex_lock(&cache_lock);
+    if (rec) {
+        rec->entry.state = CACHE_TAKEN;
+        rec->signature = held->signature;
+        rec->last_stream = held->last_stream;
+        rec->shape_epoch = held->shape_epoch;
+        rec->version = held->version;
+        rec->copied = 1;
+        first_copy = ++site->held_copies == 1;
+    }
+    held->copying = 0;
+    int destroy_now = held->destroy_deferred;
+    held->destroy_deferred = 0;
+    pthread_mutex_unlock(&cache_lock);
+    if (rec) {
+        cache_graph_set_recording(rec, recording, epoch);
+    } else {
+        if (recording) {
+            journal_free(recording);
+            free(recording);
+        }
+        if (copy)
+            DRV_REAL(cuGraphDestroy)(copy);
+    }
+    if (destroy_now)
+        cache_on_graph_destroy(DRV_cuGraphDestroy, graph_rec_graph(held));
+    if (first_copy)
+        tell_keeping(site, 1);
+    return rec;
+}
+
+void cache_graph_discard(struct graph_rec *rec)
+{
+    cache_entry_discard(CACHE_GRAPHS, &rec->entry);
+}
+
+void cache_graph_forget(struct graph_rec *rec)
+{
+    pthread_mutex_lock(&cache_lock);
+    if (hmap_get(&kinds[CACHE_GRAPHS].by_handle, rec->entry.handle) == &rec->entry)
+        cache_map_del(&kinds[CACHE_GRAPHS], rec->entry.handle);
+    pthread_mutex_unlock(&cache_lock);
+    cache_entry_free(&rec->entry);
+}
+
+void cache_graph_swap_changes(struct graph_rec *rec, struct changed_node **changed, size_t n,
+                              size_t *capacity, int known)
+{
+    struct changed_node *old = rec->changed;
+    size_t old_capacity = rec->changed_capacity;
+    rec->changed = *changed;
+    rec->changed_capacity = *capacity;
+    rec->nchanged = n;
+    rec->changes_known = known;
+    *changed = old;
+    *capacity = old_capacity;
+}
+
+/* A destroyed graph is worth keeping only where it will be recaptured
+ * into (told under the lock), and only unchanged since its capture (asked
+ * of the driver): a graph the program edited would just make the next
+ * recapture fail. */
+static enum keep_answer graph_may_be_kept(const struct cache_entry *e)
+{
+    const struct graph_rec *rec = (const struct graph_rec *)e;
+    const struct site *site = e->site;
+    enum recap_mode m = site->policy.mode;
+    int recordable = drv_caps.recapture_begin || rec->recording;
+    /* A closed site keeps nothing: no driver question either. */
+    if ((m != RECAP_MODE_AUTO && m != RECAP_MODE_RECAPTURE) || !recordable || rec->edited ||
+        site->cache_closed || __atomic_load_n(&site->no_recapture, __ATOMIC_RELAXED))
+        return KEEP_NO;
+    return KEEP_ASK;
+}
+
+static int graph_unchanged(const struct cache_entry *e)
+{
+    const struct graph_rec *rec = (const struct graph_rec *)e;
+    /* A recording no graph edit has outdated describes the graph as it is
+     * (every edit moves the epoch): no need to ask the driver, whose node
+     * count walks the graph (6 us at 1000 nodes on the H200). */
+    if (rec->recording && rec->recording_epoch == cache_graph_edit_epoch())
+        return 1;
+    size_t n = 0;
+    CUresult r = DRV_REAL(cuGraphGetNodes)(graph_rec_graph(rec), NULL, &n);
+    if (r != CUDA_SUCCESS) {
+        event_own_call_failed(e->site, "cuGraphGetNodes", r, "the released graph is not kept");
+        return 0;
+    }
+    return (long)n == rec->nodes;
+}
+
+static CUresult graph_destroy_real(const void *handle)
+{
+    return DRV_REAL(cuGraphDestroy)((CUgraph)handle);
+}
+
+static enum keep_answer never_keep(const struct cache_entry *e)
+{
+    (void)e;
+    return KEEP_NO;
+}
+
+static unsigned long graph_edit_epoch;
+static int last_graph_edit = -1;     /* enum drv_id of the newest edit, for the log */
+
+void cache_note_graph_edit(enum drv_id id)
+{
+    __atomic_store_n(&last_graph_edit, (int)id, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&graph_edit_epoch, 1, __ATOMIC_RELAXED);
+}
+
+/* A capture found recordings that a graph edit outdated: that edit stopped
+ * recording wherever recap kept one, at every site, which the log must
+ * say (the first time, then at each power of two). */
+static void tell_recordings_outdated(struct site *site, int outdated)
+{
+    static unsigned long times;
+    unsigned long n = __atomic_add_fetch(&times, 1, __ATOMIC_RELAXED);
+    if (n & (n - 1))
+        return;
+    int id = __atomic_load_n(&last_graph_edit, __ATOMIC_RELAXED);
+    event_warning(site, "the program edited a graph (%s, the newest edit): every recording recap "
+                        "kept before it, at every site, no longer describes its graph; %d kept "
+                        "here were passed over, and captures learn anew (seen %lu time(s) in this "
+                        "process)", id >= 0 ? drv_table[id].symbol : "an edit", outdated, n);
+}
+
+unsigned long cache_graph_edit_epoch(void)
+{
+    return __atomic_load_n(&graph_edit_epoch, __ATOMIC_RELAXED);
+}
+
+static const struct keep_rule graph_keep_rule = { graph_may_be_kept, graph_unchanged };
+static const struct keep_rule graph_with_user_objects_rule = { never_keep, NULL };
+
+CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
+{
+    (void)id;
+    if (runtime_passthrough || !graph)
+        return DRV_REAL(cuGraphDestroy)(graph);
+    step_forget_handle(graph);
+    /* A recapture releases a graph's user objects only at its begin:
+     * keeping such a graph would hold them past the program's destroy. */
+    int has_user_objects = uobj_graph_has(graph);
+    CUresult r = cache_entry_on_destroy(CACHE_GRAPHS, graph,
+                                  has_user_objects ? &graph_with_user_objects_rule : &graph_keep_rule,
+                                  graph_destroy_real);
+    if (has_user_objects)
+        uobj_forget_graph(graph);
+    return r;
+}
