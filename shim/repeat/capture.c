@@ -395,13 +395,12 @@ static inline __attribute__((always_inline)) CUresult recorded_op(struct capture
     enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
     if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
         return recorded_query(cap, id, a);
-    char why[200];
-    CUresult r = CUDA_SUCCESS;
-    enum recorded_verdict v = recorded_call(cap, id, a, &r, why, sizeof why);
-    if (v == RECORDED_ANSWERED)
-        return r;
+    char why[RECORDED_WHY_LEN];
+    int r = recorded_call(cap, id, a, why);
+    if (__builtin_expect(r >= 0, 1))
+        return (CUresult)r;
     switch_at(cap, id, why);
-    if (v == RECORDED_SWITCH_REDO)
+    if (r == RECORDED_SWITCH_REDO)
         return capture_op(cap, id, a);
     return cap->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
 }

@@ -326,14 +326,13 @@ int recorded_choose_graph(struct capture *cap, char *why, size_t len)
 
 /* --- calls ----------------------------------------------------------------------- */
 
-/* A call while several graphs still match. */
-static enum recorded_verdict matching_op(struct capture *cap, enum drv_id id, union drv_args *a,
-                                         CUresult *result, char *why, size_t len)
+/* A call while several graphs still match: as recorded_call. */
+static int matching_op(struct capture *cap, enum drv_id id, union drv_args *a, char *why)
 {
     struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
     int ndropped, needs_node;
     int live = match_call(cap->match, &cap->journal, id, a, dropped, &ndropped, &needs_node, why,
-                          len);
+                          RECORDED_WHY_LEN);
     give_back(dropped, ndropped, 0);
     if (live == 0) {
         /* No kept graph is of this kind: a miss, as if none were kept. */
@@ -343,32 +342,29 @@ static enum recorded_verdict matching_op(struct capture *cap, enum drv_id id, un
     journal_append(&cap->journal, id, a);
     if (ctab_note_membership(cap, id, a))
         ctab_journal_outgrown(cap);
-    *result = CUDA_SUCCESS;
     if (live > 1 && !needs_node)
-        return RECORDED_ANSWERED;
+        return CUDA_SUCCESS;
     int refused_last = 0;
-    if (bind_to(cap, match_leader(cap->match), &refused_last, why, len) == 0)
-        return RECORDED_ANSWERED;
+    if (bind_to(cap, match_leader(cap->match), &refused_last, why, RECORDED_WHY_LEN) == 0)
+        return CUDA_SUCCESS;
     return refused_last ? RECORDED_SWITCH_REDO : RECORDED_SWITCH_MADE;
 }
 
-enum recorded_verdict recorded_call(struct capture *cap, enum drv_id id, union drv_args *a,
-                                    CUresult *result, char *why, size_t len)
+int recorded_call(struct capture *cap, enum drv_id id, union drv_args *a,
+                  char why[RECORDED_WHY_LEN])
 {
-    if (cap->invalidated) {
-        *result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-        return RECORDED_ANSWERED;
-    }
+    if (cap->invalidated)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     if (cap->matching)
-        return matching_op(cap, id, a, result, why, len);
+        return matching_op(cap, id, a, why);
 
     struct changed_node changed;
-    enum self_verdict v = self_record_call(cap->self, id, a, &changed, why, len);
+    enum self_verdict v = self_record_call(cap->self, id, a, &changed, why, RECORDED_WHY_LEN);
     if (v == SELF_REFUSED)
         return RECORDED_SWITCH_REDO;    /* the driver's answer to this call is wanted: a failure */
     if (v == SELF_SWITCH) {
-        if (cap->reserve && !cap->graph_lent && rematch(cap, why, len) > 0)
-            return matching_op(cap, id, a, result, why, len);
+        if (cap->reserve && !cap->graph_lent && rematch(cap, why, RECORDED_WHY_LEN) > 0)
+            return matching_op(cap, id, a, why);
         /* No kept graph is of this capture's kind: a miss, not a failure. */
         cap->matched_none = 1;
         return RECORDED_SWITCH_REDO;
@@ -377,8 +373,7 @@ enum recorded_verdict recorded_call(struct capture *cap, enum drv_id id, union d
         note_change(cap, changed);
     if (ctab_note_membership(cap, id, a))
         ctab_journal_outgrown(cap);
-    *result = CUDA_SUCCESS;
-    return RECORDED_ANSWERED;
+    return CUDA_SUCCESS;
 }
 
 void recorded_learn_node(struct capture *cap, enum drv_id id, const union drv_args *a)

@@ -26,19 +26,21 @@ int recorded_possible(const struct site *site);
  * cap->reason set when a driver capture must begin instead. */
 int recorded_begin(struct capture *cap, CUresult *result);
 
-/* What a call into a capture recap records came to. */
-enum recorded_verdict {
-    RECORDED_ANSWERED,      /* *result is the program's answer */
-    RECORDED_SWITCH_REDO,   /* the capture must become a driver capture (why), and the
-                             * call is then made into it again */
-    RECORDED_SWITCH_MADE,   /* the capture must become a driver capture (why); the call
-                             * is in its journal, so the switch's replay makes it */
-};
+/* The room for the reason a recorder's verdict gives. */
+#define RECORDED_WHY_LEN 200
+
+/* What recorded_call returns where it is not the program's answer (a
+ * CUresult, never negative): the capture must become a driver capture
+ * (`why` says why), and the call then be made into it again (REDO), or
+ * the call is in its journal already, and the switch's replay makes it
+ * (MADE). */
+enum { RECORDED_SWITCH_REDO = -1, RECORDED_SWITCH_MADE = -2 };
 
 /* A call (not a capture query) into a capture recap records, or has
- * invalidated. `why` (len bytes) says why a switch is wanted. */
-enum recorded_verdict recorded_call(struct capture *cap, enum drv_id id, union drv_args *a,
-                                    CUresult *result, char *why, size_t len);
+ * invalidated: the program's answer, or a switch it asks for. A plain int,
+ * not a struct or an out-parameter: it runs at every recorded call. */
+int recorded_call(struct capture *cap, enum drv_id id, union drv_args *a,
+                  char why[RECORDED_WHY_LEN]);
 
 /* An answer needs the nodes of one graph (a dependency or graph query):
  * the capture keeps the graph it is bound to, or binds to the candidate
