@@ -15,6 +15,12 @@
  * its site, number and start in a slot (shim/state/observed.h), not a capture
  * record, and at its end counts its nodes and logs it.
  *
+ * Every change of a capture's path is made here. The files that serve this
+ * one hand back what they found: capture_recorded.c a verdict for each
+ * call into a capture recap records (answered, or switch), capture_driver.c
+ * the driver's results, capture_rules.c the prohibition a call breaks,
+ * capture_account.c nothing (it writes down how the capture ended).
+ *
  * Locks: a capture's lock serialises every call into it (and the switch to
  * a plain capture); then site->lock; then cache_lock; captures_lock last.
  */

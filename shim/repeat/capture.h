@@ -1,15 +1,19 @@
 /*
  * capture.h - capture begin, end and the calls in between (prefix capture_).
  *
- * Owns: deciding at each capture begin whether this capture is observed,
- * fresh, or a recapture into a released graph of the site; the recapture
- * callback; journaling the calls made into a capture; and the transparent
- * fallback: when a recapture fails at begin, at any call or at end, recap
- * ends it, destroys the undefined graph exactly once, begins a plain
- * capture and replays the journal, so the program sees what a plain capture
- * would have given it. Must never: let CUDA_ERROR_GRAPH_RECAPTURE_FAILURE
- * reach the program, pass off a journal that lost a call as complete, or
- * call the driver from the recapture callback.
+ * Owns: the capture's states and every transition between them: deciding
+ * at each capture begin whether this capture is observed, fresh, recorded
+ * by recap, or a recapture into a released graph of the site; the
+ * recapture callback; journaling the calls made into a capture; and the
+ * transparent fallback: when a recapture (or a capture recap records)
+ * cannot go on, recap ends it, destroys the undefined graph exactly once,
+ * begins a plain capture and replays the journal, so the program sees what
+ * a plain capture would have given it. The recorder (capture_recorded.h),
+ * the driver steps (capture_driver.h), the prohibitions (capture_rules.h)
+ * and the accounting (capture_account.h) serve it and never call back.
+ * Must never: let CUDA_ERROR_GRAPH_RECAPTURE_FAILURE reach the program,
+ * pass off a journal that lost a call as complete, or call the driver from
+ * the recapture callback.
  */
 #ifndef RECAP_CAPTURE_H
 #define RECAP_CAPTURE_H

@@ -15,13 +15,15 @@ GENERATED_DIR, e.g. the build's shim/), where a module is a .c file and its
              initializer or a macro's body. A C file defines its functions
              that are not static; a header, its static inline ones, for
              the module it is part of. Here a C file is a node of its own
-             even where layers.txt makes it part of another module. An argument a macro pastes into a name
-             (DRV_REAL(cuGraphDestroy), a->sym.f) is a name, not a use.
+             even where layers.txt makes it part of another module. An
+             argument a macro pastes into a name (DRV_REAL(cuGraphDestroy),
+             a->sym.f) is a name, not a use.
 
 Fails, naming each, on a file whose module has no layer, a listed module
-with no file, an include or a use that goes up a layer, and a cycle in
-either graph: no two modules may use each other's functions, directly or
-round a longer circle. Prints one summary line when all is well.
+with no file, a shim module outside its layer's folder (shim/LAYER/), an
+include or a use that goes up a layer, and a cycle in either graph: no two
+C files may use each other's functions, directly or round a longer circle.
+Prints one summary line when all is well.
 """
 import glob
 import os
@@ -138,7 +140,8 @@ def functions_of(text, pasted):
     code, defines = lex(text)
     uses = set()
     for _, params, body in defines:
-        uses.update(t for t in body if NAME.match(t) and t not in KEYWORDS and t not in (params or ()))
+        uses.update(t for t in body
+                    if NAME.match(t) and t not in KEYWORDS and t not in (params or ()))
     names_only = set()
     for i, t in enumerate(code):
         if t in pasted and i + 1 < len(code) and code[i + 1] == '(':
@@ -318,39 +321,42 @@ def self_test():
                'shim/low/c.h': 'struct s {\n    int (*a)(void);\n};\n'
                            'static inline void c(void)\n{\n    /* a() */ puts("a()");\n}\n'},
               layers)
-    up = tree({'shim/top/a.c': '', 'shim/low/b.c': '#include "shim/top/a.h"\n', 'shim/low/c.h': ''}, layers)
-    loop = tree({'shim/top/a.c': '', 'shim/low/b.c': '#include "shim/low/c.h"\n',
-                 'shim/low/c.c': '#include "shim/low/b.h"\n'}, layers)
-    extra = tree({'shim/top/a.c': '', 'shim/low/b.c': '', 'shim/low/c.c': '', 'shim/low/d.c': ''}, layers)
+    a, b, c = 'shim/top/a', 'shim/low/b', 'shim/low/c'
+    up = tree({a + '.c': '', b + '.c': '#include "shim/top/a.h"\n', c + '.h': ''}, layers)
+    loop = tree({a + '.c': '', b + '.c': '#include "shim/low/c.h"\n',
+                 c + '.c': '#include "shim/low/b.h"\n'}, layers)
+    extra = tree({a + '.c': '', b + '.c': '', c + '.c': '', 'shim/low/d.c': ''}, layers)
     # What includes miss: b and c call each other's functions through a
     # header of c's that declares both (as capture_internal.h did).
-    calls = tree({'shim/top/a.c': '', 'shim/low/b.c': '#include "shim/low/c.h"\nvoid b_serve(void)\n{\n'
-                                              '    c_back();\n}\n',
-                  'shim/low/c.h': 'void b_serve(void);\nvoid c_back(void);\n',
-                  'shim/low/c.c': '#include "shim/low/c.h"\nvoid c_back(void)\n{\n}\n'
-                              'static void c_run(void)\n{\n    b_serve();\n}\n'}, layers)
-    up_call = tree({'shim/top/a.c': 'void a_top(void)\n{\n}\n', 'shim/low/b.c': 'static int (*f)(void) = '
-                                                                      'a_top;\n', 'shim/low/c.h': ''},
-                   layers)
+    calls = tree({a + '.c': '',
+                  b + '.c': '#include "shim/low/c.h"\nvoid b_serve(void)\n{\n    c_back();\n}\n',
+                  c + '.h': 'void b_serve(void);\nvoid c_back(void);\n',
+                  c + '.c': '#include "shim/low/c.h"\nvoid c_back(void)\n{\n}\n'
+                            'static void c_run(void)\n{\n    b_serve();\n}\n'}, layers)
+    up_call = tree({a + '.c': 'void a_top(void)\n{\n}\n',
+                    b + '.c': 'static int (*f)(void) = a_top;\n', c + '.h': ''}, layers)
     # A shim module outside its layer's folder.
-    misplaced = tree({'shim/top/a.c': '', 'shim/low/b.c': '', 'shim/low/c.h': '', 'shim/top/e.c': ''},
+    misplaced = tree({a + '.c': '', b + '.c': '', c + '.h': '', 'shim/top/e.c': ''},
                      layers.replace('shim/low/c\n', 'shim/low/c shim/top/e\n'))
     # Two C files of one module (part-of) are still two files.
-    parts = tree({'shim/top/a.c': '', 'shim/low/c.h': '',
-                  'shim/low/b.c': 'void b_serve(void)\n{\n    b_part_back();\n}\n',
-                  'shim/low/b_part.c': 'void b_part_back(void)\n{\n}\nstatic void run(void)\n{\n'
-                                   '    b_serve();\n}\n'},
+    parts = tree({a + '.c': '', c + '.h': '',
+                  b + '.c': 'void b_serve(void)\n{\n    b_part_back();\n}\n',
+                  b + '_part.c': 'void b_part_back(void)\n{\n}\nstatic void run(void)\n{\n'
+                                 '    b_serve();\n}\n'},
                  layers + 'part-of shim/low/b_part shim/low/b\n')
     failures = []
     for d, want in ((ok, None), (up, 'may not go up a layer'),
-                    (loop, 'cycle of includes between modules: shim/low/b -> shim/low/c -> shim/low/b'),
+                    (loop, 'cycle of includes between modules: '
+                           'shim/low/b -> shim/low/c -> shim/low/b'),
                     (extra, 'module shim/low/d has no layer'),
                     (calls, 'cycle of function uses between modules: shim/low/b uses c_back() of '
                             'shim/low/c; shim/low/c uses b_serve() of shim/low/b'),
-                    (up_call, 'shim/low/b (low) uses a_top() of shim/top/a (top): a use may not go up'),
+                    (up_call, 'shim/low/b (low) uses a_top() of shim/top/a (top): '
+                              'a use may not go up'),
                     (misplaced, 'shim/top/e is of layer low: its files belong in shim/low/'),
-                    (parts, 'cycle of function uses between modules: shim/low/b uses b_part_back() of '
-                            'shim/low/b_part; shim/low/b_part uses b_serve() of shim/low/b')):
+                    (parts, 'cycle of function uses between modules: shim/low/b uses '
+                            'b_part_back() of shim/low/b_part; shim/low/b_part uses b_serve() '
+                            'of shim/low/b')):
         problems = check(d, [], os.path.join(d, 'layers.txt'))[0]
         if want is None and problems:
             failures.append(f'clean tree rejected: {problems}')
