@@ -11,15 +11,17 @@
  * failing call is then made again in the plain capture and its result is
  * what the program sees. A call recap cannot journal ends a recapture before
  * it runs, so the journal never misses a call that needs replaying. A
- * capture at a site observed only is the driver's throughout: recap keeps
- * its site, number and start in a slot (shim/state/observed.h), not a capture
- * record, and at its end counts its nodes and logs it.
+ * capture at a site observed only is the driver's throughout
+ * (capture_observed.c).
  *
  * Every change of a capture's path is made here. The files that serve this
  * one hand back what they found: capture_recorded.c a verdict for each
  * call into a capture recap records (answered, or switch), capture_driver.c
  * the driver's results, capture_rules.c the prohibition a call breaks,
- * capture_account.c nothing (it writes down how the capture ended).
+ * capture_account.c nothing (it writes down how the capture ended). The
+ * recorder sets only its own fields of the capture (candidates, target,
+ * matching); the path, by_recap, no_driver_capture, learning, resumed and
+ * invalidated are set here.
  *
  * Locks: a capture's lock serialises every call into it (and the switch to
  * a plain capture); then site->lock; then cache_lock; captures_lock last.
@@ -33,6 +35,7 @@
 #include "shim/repeat/capture_holds.h"
 #include "shim/repeat/capture_account.h"
 #include "shim/repeat/capture_driver.h"
+#include "shim/repeat/capture_observed.h"
 #include "shim/repeat/capture_recorded.h"
 #include "shim/repeat/capture_rules.h"
 #include "shim/base/driver.h"
@@ -187,6 +190,28 @@ static CUresult restart_as_plain(struct capture *cap)
     return CUDA_SUCCESS;
 }
 
+/* A capture recap records stops being recorded: the recorder hands its
+ * calls over as a journal to replay (no driver capture yet), or as that
+ * of a driver capture it resumed in the graph the program holds. Returns
+ * whether it resumed (nothing left to replay). */
+static int switch_recorded(struct capture *cap)
+{
+    enum recorded_switch_how how = recorded_switch(cap);
+    if (how == RECORDED_REPLAY) {
+        cap->no_driver_capture = 1;
+    } else {
+        cap->path = PATH_FALLBACK;
+        cap->learning = 1;
+        /* Every call made: it counts as recorded by recap (the report). */
+        cap->resumed = how == RECORDED_RESUMED_WHOLE;
+        if (cap->resumed)
+            ctab_set_reason(cap, "the program used the capture's graph once every call was made: "
+                                 "the driver capture resumed in that graph");
+    }
+    ctab_self_recorded_done(cap);
+    return how != RECORDED_REPLAY;
+}
+
 /* Turns a live (or failed) recapture into a plain capture holding the same
  * work. Caller holds cap->lock. Where the capture may not be ended from
  * this thread (global and thread-local modes, or another thread's per-thread
@@ -199,7 +224,7 @@ static void capture_fall_back(struct capture *cap, const char *reason)
         return;
     if (!cap->fallback_pending)
         ctab_set_reason(cap, reason);
-    if (cap->by_recap && recorded_switch(cap))
+    if (cap->by_recap && switch_recorded(cap))
         return;
     if (!ctab_may_end_here(cap)) {
         cap->fallback_pending = 1;
@@ -559,7 +584,7 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
     enum recap_mode mode = site->policy.mode;
 
     *change = GATE_SAME;
-    if (mode == RECAP_MODE_OBSERVE) {   /* its slots were full (begin_observed) */
+    if (mode == RECAP_MODE_OBSERVE) {   /* its slots were full (capture_observed.c) */
         cap->path = PATH_OBSERVE;
         ctab_set_reason(cap, "site observed only");
         return NULL;
@@ -625,39 +650,26 @@ static struct graph_rec *decide(struct capture *cap, struct site *site, enum drv
     return target;
 }
 
-/* A capture at a site observed only is the driver's, watched from a slot
- * (shim/state/observed.h); at a site whose mode is off, not even watched; on a
- * stream already capturing, left to the driver to refuse. Returns 0,
- * having done nothing, when the slots are full: the capture table takes
- * the capture then. */
-static int begin_observed(enum drv_id id, struct stream_ref s, CUstreamCaptureMode mode,
-                          struct site *site, CUresult *result)
+/* A capture recap records itself, if the site keeps graphs it may repeat:
+ * returns 1 (registered, *result the begin's answer), or 0 with
+ * cap->reason set when a driver capture must begin instead. */
+static int begin_recorded(struct capture *cap, CUresult *result)
 {
-    struct observed_capture busy;
-    if (site->policy.mode == RECAP_MODE_OFF || (observed_any() && observed_find(s.key, &busy) >= 0)) {
-        *result = capture_driver_begin(id, s.real, mode);
-        return 1;
-    }
-    PHASE_MARK_START(t_claim);
-    struct observed_capture o = { .site = site, .t0 = runtime_now_us() };
-    pthread_mutex_lock(&site->lock);
-    o.seq = site->seq + 1;
-    int slot = observed_claim(s.key, &o);
-    if (slot >= 0)
-        site->seq = o.seq;
-    pthread_mutex_unlock(&site->lock);
-    if (slot < 0)
+    if (!recorded_take(cap))
         return 0;
-    step_capture_began(&site->step, o.t0);
-    PHASE_MARK(PHASE_OBSERVE_BEGIN_CLAIM, t_claim, t_claimed);
-    *result = capture_driver_begin(id, s.real, mode);
-    PHASE_MARK(PHASE_OBSERVE_BEGIN_DRIVER, t_claimed, t_begun);
-    if (*result != CUDA_SUCCESS) {
-        observed_unclaim(slot);
-        step_capture_refused(&site->step);
+    cap->path = PATH_RECAPTURE;
+    cap->by_recap = cap->began_by_recap = 1;
+    cap->reason[0] = '\0';
+    cap->app_capture_id = recorded_capture_id();
+    if (!ctab_register(cap)) {
+        recorded_untake(cap);
+        cap->by_recap = cap->began_by_recap = 0;
+        cap->path = PATH_FRESH;
+        cap->learning = 0;
+        ctab_set_reason(cap, "too many captures at once for recap to record this one");
+        return 0;
     }
-    runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id, o.seq,
-                    capture_path_name(PATH_OBSERVE));
+    *result = CUDA_SUCCESS;
     return 1;
 }
 
@@ -695,7 +707,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     PHASE_MARK(PHASE_BEGIN_SITE, t_stack, t_site);
     CUresult r;
     if (site && (site->policy.mode == RECAP_MODE_OBSERVE || site->policy.mode == RECAP_MODE_OFF) &&
-        begin_observed(id, s, mode, site, &r))
+        capture_begin_observed(id, s, mode, site, &r))
         return r;
     struct capture *cap = site ? ctab_new() : NULL;
     if (!cap)
@@ -728,7 +740,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
 
     if (cap->record) {
         /* No driver capture: recap records the calls (capture_recorded.c). */
-        int recorded = recorded_begin(cap, &r);
+        int recorded = begin_recorded(cap, &r);
         if (!recorded) {
             r = capture_driver_begin(id, stream, mode);
             if (r == CUDA_SUCCESS)
@@ -836,36 +848,6 @@ static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *g
     return capture_driver_end(id, cap->origin.real, graph);
 }
 
-/* The end of a capture recap only watched: the driver's answer, then the
- * node count and the log. */
-static CUresult end_observed(enum drv_id id, struct stream_ref s, CUgraph *phGraph, int slot,
-                             const struct observed_capture *o)
-{
-    PHASE_MARK_START(t_end);
-    CUresult r = capture_driver_end(id, s.real, phGraph);
-    PHASE_MARK(PHASE_OBSERVE_END_DRIVER, t_end, t_ended);
-    if (r != CUDA_SUCCESS && capture_driver_still_capturing(s.real, o->site))
-        return r;   /* wrong thread and the like: the capture goes on */
-    if (!observed_release(slot, s.key))
-        return r;   /* another thread's end reports it */
-    struct capture_report rep = { .site = o->site, .seq = o->seq, .path = capture_path_name(PATH_OBSERVE),
-                                  .reason = "site observed only", .nodes = -1, .result = r };
-    CUgraph graph = r == CUDA_SUCCESS && phGraph ? *phGraph : NULL;
-    step_note_handle(graph, &o->site->step);
-    struct graph_census census;
-    PHASE_MARK(PHASE_OBSERVE_END_RELEASE, t_ended, t_released);
-    if (graph && shape_census(graph, 0, &census) == 0)
-        rep.nodes = census.nodes;
-    else if (graph)
-        event_own_call_failed(o->site, census.failed_call, census.error,
-                              "the capture is logged without its node count");
-    PHASE_MARK(PHASE_OBSERVE_END_NODES, t_released, t_counted_nodes);
-    rep.us = runtime_since_us(o->t0);
-    capture_count(o->site, &rep, PATH_OBSERVE, 0, 0);
-    PHASE_MARK(PHASE_OBSERVE_END_COUNT, t_counted_nodes, t_logged);
-    return r;
-}
-
 CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
 {
     if (runtime_passthrough)
@@ -879,7 +861,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
         int slot = observed_find(s.key, &o);
         PHASE_MARK(PHASE_OBSERVE_END_FIND, t_entry, t_found);
         if (slot >= 0)
-            return end_observed(id, s, phGraph, slot, &o);
+            return capture_end_observed(id, s, phGraph, slot, &o);
     }
     struct capture *cap = ctab_find_origin(s.key);
     if (!cap) {

@@ -160,7 +160,7 @@ static void record_miss(struct capture *cap)
     cache_site_gate_changed(site, change);
 }
 
-int recorded_begin(struct capture *cap, CUresult *result)
+int recorded_take(struct capture *cap)
 {
     const char *refusal = begin_refusal(cap);
     if (refusal) {
@@ -207,28 +207,25 @@ int recorded_begin(struct capture *cap, CUresult *result)
             cap->reserve = 1;
         }
     }
-    cap->path = PATH_RECAPTURE;
-    cap->by_recap = cap->began_by_recap = 1;
-    cap->reason[0] = '\0';
-    cap->app_capture_id = __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
-    if (!ctab_register(cap)) {
-        cap->guess_open = 0;
-        if (cap->matching) {
-            stop_matching(cap);
-        } else {
-            drop_reserve(cap);
-            self_record_stop(cap->self);
-            cache_graph_give_back(cap->target, 0);
-            cap->target = NULL;
-        }
-        cap->by_recap = cap->began_by_recap = 0;
-        cap->path = PATH_FRESH;
-        cap->learning = 0;
-        ctab_set_reason(cap, "too many captures at once for recap to record this one");
-        return 0;
-    }
-    *result = CUDA_SUCCESS;
     return 1;
+}
+
+void recorded_untake(struct capture *cap)
+{
+    cap->guess_open = 0;
+    if (cap->matching) {
+        stop_matching(cap);
+    } else {
+        drop_reserve(cap);
+        self_record_stop(cap->self);
+        cache_graph_give_back(cap->target, 0);
+        cap->target = NULL;
+    }
+}
+
+cuuint64_t recorded_capture_id(void)
+{
+    return __atomic_fetch_add(&next_recap_capture_id, 1, __ATOMIC_RELAXED);
 }
 
 /* --- choosing among the candidates -------------------------------------------------- */
@@ -453,22 +450,21 @@ static CUresult trim_to_prefix(CUgraph graph, const struct journal *rec, size_t 
  * instead of replaying every call into it, and every node handle the
  * program was given stays valid. Only on one stream with no event (others
  * would have to join the driver's capture too), and from a thread that
- * may switch the capture. A capture that had made every call of its
- * recording (a program that asks for the graph at the end, then adds to
- * it) counts as recorded by recap. Returns 0 when resumed, -1 when the
- * switch must replay. */
-static int resume_in_graph(struct capture *cap)
+ * may switch the capture. Returns how it resumed (whole: every call of the
+ * recording was made, as where a program asks for the graph at the end,
+ * then adds to it), or RECORDED_REPLAY when the switch must replay. */
+static enum recorded_switch_how resume_in_graph(struct capture *cap)
 {
     struct self_record *s = cap->self;
     char why[160];
     if (s->nstreams != 1 || s->nevents != 0 || !ctab_may_end_here(cap) ||
         drv_real_fn[DRV_cuStreamBeginCaptureToGraph] == NULL)
-        return -1;
+        return RECORDED_REPLAY;
     size_t n = 0;
     const CUgraphNode *at = self_record_deps(s, cap->origin.key, &n);
     CUgraphNode deps[SELF_RECORD_MAX_DEPS];
     if (!at || n > SELF_RECORD_MAX_DEPS)
-        return -1;
+        return RECORDED_REPLAY;
     memcpy(deps, at, n * sizeof deps[0]);
 
     struct graph_rec *target = cap->target;
@@ -494,7 +490,7 @@ static int resume_in_graph(struct capture *cap)
         event_own_call_failed(cap->site, call, r, "the capture's calls are replayed into its graph");
         self_record_start(s, rec, cap->origin.key);
         s->next = made;
-        return -1;
+        return RECORDED_REPLAY;
     }
     /* From here it is a driver capture being learned: the calls made so
      * far, whose nodes are the graph's, become its journal; the graph is
@@ -503,25 +499,19 @@ static int resume_in_graph(struct capture *cap)
     cap->journal.nops = made;
     cache_graph_forget(target);
     cap->target = NULL;
-    cap->path = PATH_FALLBACK;
-    cap->learning = 1;
-    cap->resumed = complete;
-    if (complete)
-        ctab_set_reason(cap, "the program used the capture's graph once every call was made: "
-                                "the driver capture resumed in that graph");
-    ctab_self_recorded_done(cap);
-    return 0;
+    return complete ? RECORDED_RESUMED_WHOLE : RECORDED_RESUMED;
 }
 
-int recorded_switch(struct capture *cap)
+enum recorded_switch_how recorded_switch(struct capture *cap)
 {
     drop_reserve(cap);
     if (cap->matching) {
         /* The journal holds every call; the candidates go back untouched. */
         stop_matching(cap);
     } else if (cap->target) {
-        if (cap->graph_lent && resume_in_graph(cap) == 0)
-            return 1;
+        enum recorded_switch_how how = cap->graph_lent ? resume_in_graph(cap) : RECORDED_REPLAY;
+        if (how != RECORDED_REPLAY)
+            return how;
         /* The calls so far, as the recording now holds them, are the
          * journal to replay; the graph goes back to the site (it holds
          * them too: an executable graph of an older version of it must
@@ -534,9 +524,7 @@ int recorded_switch(struct capture *cap)
             cap->target = NULL;
         }
     }
-    cap->no_driver_capture = 1;
-    ctab_self_recorded_done(cap);
-    return 0;
+    return RECORDED_REPLAY;
 }
 
 /* --- end -------------------------------------------------------------------------- */

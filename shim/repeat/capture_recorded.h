@@ -21,10 +21,19 @@
 /* Whether recap records this site's repeat captures itself. */
 int recorded_possible(const struct site *site);
 
-/* Begins a capture recap records itself, if the site keeps graphs it may
- * repeat: returns 1 (registered, *result the begin's answer), or 0 with
- * cap->reason set when a driver capture must begin instead. */
-int recorded_begin(struct capture *cap, CUresult *result);
+/* At a begin: takes the site's kept graphs this capture may repeat (bound
+ * to the stream's usual one, or all compared call by call). Returns 1, or
+ * 0 with cap->reason set when there is none to take and a driver capture
+ * must begin instead. */
+int recorded_take(struct capture *cap);
+
+/* Gives back what recorded_take took: the capture will not be recorded
+ * after all. */
+void recorded_untake(struct capture *cap);
+
+/* A capture id for a capture recap records: unique, and far above the
+ * driver's own counter, so the two never meet. */
+cuuint64_t recorded_capture_id(void);
 
 /* The room for the reason a recorder's verdict gives. */
 #define RECORDED_WHY_LEN 200
@@ -53,11 +62,20 @@ int recorded_choose_graph(struct capture *cap, char *why, size_t len);
  * cached graph is the program's, and leaves the cache. */
 void recorded_lend_graph(struct capture *cap);
 
-/* The capture recap recorded becomes a driver capture to be: its calls so
- * far become the journal to replay; the graphs it looked at go back to
- * the site. Returns 0, or 1 when it resumed as a driver capture in a graph
- * the program holds (nothing left to replay). */
-int recorded_switch(struct capture *cap);
+/* How recorded_switch left the capture. */
+enum recorded_switch_how {
+    RECORDED_REPLAY,         /* its calls so far are the journal to replay into a
+                              * driver capture, not begun yet */
+    RECORDED_RESUMED,        /* a driver capture resumed in the graph the program
+                              * holds; the calls so far are its journal, nodes known */
+    RECORDED_RESUMED_WHOLE,  /* the same, after every call of the recording was made */
+};
+
+/* The capture recap recorded is to become a driver capture: the graphs it
+ * looked at go back to the site, and its calls so far become a journal -
+ * to replay, or, where the program holds the capture's graph, that of a
+ * driver capture resumed in it. */
+enum recorded_switch_how recorded_switch(struct capture *cap);
 
 /* At the end of a capture recap records: binds it to the kept graph it
  * made whole. Returns 0, or 1 when it made none whole (why): it must
