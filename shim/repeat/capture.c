@@ -420,8 +420,8 @@ static CUresult recorded_query(struct capture *cap, enum drv_id id, union drv_ar
  * recorder's answer, or the switch it asks for. Inlined into capture_on_op:
  * it is the hot path of a recorded loop (callgrind: a call of its own cost
  * 0.4 % more instructions an iteration on scenario mixed8). */
-static inline __attribute__((always_inline)) CUresult recorded_op(struct capture *cap, enum drv_id id,
-                                                           union drv_args *a)
+__attribute__((always_inline)) static inline CUresult
+recorded_op(struct capture *cap, enum drv_id id, union drv_args *a)
 {
     enum drv_op_kind kind = (enum drv_op_kind)drv_table[id].op_kind;
     if (kind == DRV_OP_QUERY_STATUS || kind == DRV_OP_QUERY_INFO)
