@@ -51,6 +51,9 @@ static void pool_spec(struct run_spec *spec, const char *name, const char *versi
 
 /* Runs `name` without recap and under recap (keep_memory as given, or
  * the default when NULL), and requires the same behaviour. */
+/* RECAP_COPY_HELD for the run under recap, where a test sets it. */
+static const char *copy_held;
+
 static void pool_compare(const char *name, const char *version, const char *keep,
                          struct pool_run *o)
 {
@@ -65,6 +68,8 @@ static void pool_compare(const char *name, const char *version, const char *keep
     run_setenv(&spec, "RECAP_SELF_RECORD", "%s", "");   /* recap's default: on */
     if (keep)
         run_setenv(&spec, "RECAP_KEEP_MEMORY", "%s", keep);
+    if (copy_held)
+        run_setenv(&spec, "RECAP_COPY_HELD", "%s", copy_held);
     cr_assert_eq(run_program(&spec, &o->recap), 0);
 
     cr_assert_eq(o->base.status, 0, "%s at %s fails without recap: %s", name, version, o->base.err);
@@ -193,6 +198,26 @@ Test(kept_memory, memory_of_a_graph_the_program_holds_is_freed_as_asked)
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"", "\"memory_not_kept_reason\":"
                                  "\"the program holds a graph or executable graph of the site\"",
                                  NULL), 1, "the end event says why no memory was kept");
+    pool_done(&o);
+}
+
+/* The same with copies on (RECAP_COPY_HELD): each repeat capture is
+ * recorded into a copy of the newest graph the program keeps, and its
+ * kernel and copies must name this capture's own pool, since the last
+ * one's is freed once its executable graph is gone. A node left naming a
+ * freed pool is a wrong checksum here, and a use after free under the
+ * sanitizers and valgrind. */
+Test(kept_memory, copies_of_kept_graphs_name_each_captures_own_pool)
+{
+    struct pool_run o;
+    copy_held = "on";
+    pool_compare("pool_keep_graphs", "13000", NULL, &o);
+    copy_held = NULL;
+    long recorded = run_log_total(o.log, "by_recap");
+    cr_expect_geq(recorded, STEPS - 2, "%ld of %d captures recorded into copies", recorded, STEPS);
+    cr_expect_eq(run_stat(o.stats, "cuGraphClone"), recorded, "%ld copies for %ld recorded",
+                 run_stat(o.stats, "cuGraphClone"), recorded);
+    cr_expect_eq(run_log_total(o.log, "memory_kept"), 0);
     pool_done(&o);
 }
 
