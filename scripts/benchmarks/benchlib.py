@@ -108,6 +108,18 @@ def run(command, env_extra=None, env_remove=("LD_PRELOAD", "RECAP_LOG", "RECAP_V
     return run_both(command, env_extra, env_remove)[0]
 
 
+def callgrind_instructions(argv, env, out):
+    """The instructions callgrind counts over a whole run of argv (its
+    output to `out`; the program's own output dropped)."""
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + list(argv),
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(out) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise SystemExit(f"no totals in callgrind's {out}")
+
+
 def phase_lines(stderr):
     """The step table a measuring librecap (meson -Dphase_clock=true)
     printed at exit, one line per step; [] from a normal build."""

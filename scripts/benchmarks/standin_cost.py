@@ -84,14 +84,8 @@ def calls_of(build, lib, name, iters, recap_mode, workdir):
 def ir_of(build, lib, name, iters, recap_mode, workdir):
     out = os.path.join(workdir, f"cg-{name}-{recap_mode}-{iters}")
     env = env_of(build, lib, recap_mode, workdir)
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    os.path.join(build, "tests", "scenario", "scenario"), name, str(iters)],
-                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    total = 0
-    with open(out) as f:
-        for line in f:
-            if line.startswith("summary:") or line.startswith("totals:"):
-                total = int(line.split()[1])
+    total = benchlib.callgrind_instructions(
+        [os.path.join(build, "tests", "scenario", "scenario"), name, str(iters)], env, out)
     unwind = 0
     if recap_mode:
         ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", out],

@@ -19,7 +19,6 @@ LIBRECAP: the library to count, else BUILD_DIR/shim/librecap.so; with a
 second, both are counted and the table gets a column after/before.
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -41,14 +40,8 @@ def instructions(build, lib, name, iters, workdir):
     if lib:
         env["LD_PRELOAD"] = lib
         env["RECAP_LOG"] = os.path.join(workdir, "recap.jsonl")
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    os.path.join(build, "tests", "scenario", "scenario"), name, str(iters)],
-                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(out) as f:
-        for line in f:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    raise SystemExit(f"standin-scenarios: no totals in {out}")
+    return benchlib.callgrind_instructions(
+        [os.path.join(build, "tests", "scenario", "scenario"), name, str(iters)], env, out)
 
 
 def per_iteration(build, lib, name, counts, workdir):

@@ -530,7 +530,7 @@ static CUresult capture_op(struct capture *cap, enum drv_id id, union drv_args *
         /* After a switch too: the journal tells the graph's signature. */
         journal_append(&cap->journal, id, a);
         if (cap->learning)
-            recorded_learn_node(cap, id, a);
+            capture_driver_learn_last_node(cap, id);
         note_membership(cap, id, a);
     }
     return r;

@@ -53,15 +53,26 @@ cuuint64_t capture_driver_id(struct capture *cap)
     return id;
 }
 
-static void learn_result(struct capture *cap, CUresult r)
+/* Asks the driver which node `op` made in the capture's graph, where it
+ * makes one; a failure leaves the graph unrecorded against, and is logged. */
+static void learn_node(struct capture *cap, struct journal_op *op)
 {
+    if (!op->creates_node)
+        return;
+    CUresult r = self_record_learn_node(
+        ctab_stream_ref(op->id, drv_args_stream(op->id, &op->args)).real, &op->node);
     if (r != CUDA_SUCCESS)
         event_own_call_failed(cap->site, "cuStreamGetCaptureInfo_v3", r,
                               "this capture's graph is not recorded against");
 }
 
-/* Replays the journal noting the node of each call, so the graph of the
- * plain capture can be recorded against later. */
+void capture_driver_learn_last_node(struct capture *cap, enum drv_id id)
+{
+    struct journal *j = &cap->journal;
+    if (j->replayable && j->nops > 0 && j->ops[j->nops - 1].id == id)
+        learn_node(cap, &j->ops[j->nops - 1]);
+}
+
 CUresult capture_driver_replay_learning(struct capture *cap, size_t *failed_at)
 {
     struct journal *j = &cap->journal;
@@ -72,9 +83,7 @@ CUresult capture_driver_replay_learning(struct capture *cap, size_t *failed_at)
             *failed_at = i;
             return r;
         }
-        if (op->creates_node)
-            learn_result(cap, self_record_learn_node(
-                ctab_stream_ref(op->id, drv_args_stream(op->id, &op->args)).real, &op->node));
+        learn_node(cap, op);
     }
     return CUDA_SUCCESS;
 }

@@ -29,6 +29,10 @@ int capture_driver_still_capturing(CUstream stream, struct site *site);
 /* The driver's id of the capture on cap's origin stream, 0 if unknown. */
 cuuint64_t capture_driver_id(struct capture *cap);
 
+/* The node the last call of a driver capture being learned made (the
+ * journal's last call, if it is call `id`), asked of the driver. */
+void capture_driver_learn_last_node(struct capture *cap, enum drv_id id);
+
 /* Replays cap's journal into the driver capture now on its streams,
  * noting the node of each call, so the graph can be recorded against
  * later. Returns the first failure (*failed_at its call). */

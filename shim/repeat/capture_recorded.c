@@ -373,20 +373,6 @@ int recorded_call(struct capture *cap, enum drv_id id, union drv_args *a,
     return CUDA_SUCCESS;
 }
 
-void recorded_learn_node(struct capture *cap, enum drv_id id, const union drv_args *a)
-{
-    struct journal *j = &cap->journal;
-    if (!j->replayable || j->nops == 0)
-        return;
-    struct journal_op *op = &j->ops[j->nops - 1];
-    if (op->id != id || !op->creates_node)
-        return;
-    CUresult r = self_record_learn_node(ctab_stream_ref(id, drv_args_stream(id, a)).real, &op->node);
-    if (r != CUDA_SUCCESS)
-        event_own_call_failed(cap->site, "cuStreamGetCaptureInfo_v3", r,
-                              "this capture's graph is not recorded against");
-}
-
 /* --- lending the graph and switching ------------------------------------------------- */
 
 void recorded_lend_graph(struct capture *cap)

@@ -87,7 +87,4 @@ int recorded_end_unmatched(struct capture *cap, char *why, size_t len);
  * graph's node count, -1 when invalidated. */
 long recorded_end_finish(struct capture *cap, CUgraph *phGraph);
 
-/* The node the last call of a driver capture being learned made. */
-void recorded_learn_node(struct capture *cap, enum drv_id id, const union drv_args *a);
-
 #endif

@@ -61,7 +61,8 @@ static inline int kmem_tracking(void)
     return __builtin_expect(__atomic_load_n(&kmem_tracked_count, __ATOMIC_RELAXED) != 0, 0);
 }
 
-/* A capture at `site` begins (or ends: NULL) on this thread. */
+/* A capture at `site` begins, or the capture running ends, on this
+ * thread. */
 void kmem_capture_began(struct site *site);
 void kmem_capture_ended(void);
 
