@@ -247,7 +247,11 @@ const char *drv_result_name(CUresult r)
     const char *name = NULL;
     if (drv_caps.usable && DRV_REAL(cuGetErrorName)(r, &name) == CUDA_SUCCESS && name)
         return name;
-    return "CUDA_ERROR_UNKNOWN_CODE";
+    /* The driver names none (unloaded, or a code newer than it): the
+     * number is what a reader can look up. */
+    static __thread char unnamed[32];
+    snprintf(unnamed, sizeof unnamed, "CUDA error %d", (int)r);
+    return unnamed;
 }
 
 void drv_after_fork_child(void)

@@ -47,7 +47,7 @@ int drv_find_pointer(const void *real, const char *base, int cuda_version, int p
 
 /* "CUDA_ERROR_..." for a result, without calling into the driver when it
  * cannot be trusted; never NULL. */
-const char *drv_result_name(CUresult r);
+const char *drv_result_name(CUresult r);   /* valid until the next call on this thread */
 
 /* How the program reached the driver, for the end event (what `recap
  * doctor` reports): wrappers dlsym/dlvsym on a driver handle handed out, and

@@ -24,7 +24,7 @@ ROLES_WITH_WRAPPER = {
     "proc_v1", "proc_v2", "begin", "begin_v1", "end", "query", "op", "alloc",
     "graph_destroy", "exec_destroy", "inst_flags", "inst_params",
     "inst_legacy", "exec_mutate", "graph_mutate", "graph_read", "uobj_retain", "uobj_release",
-    "guard", "release", "meminfo", "ctx_teardown",
+    "guard", "release", "meminfo", "ctx_teardown", "code_unload",
 }
 # "+keep=K" on any row: device memory kept between a site's captures
 # (shim/state/kept_memory.h). alloc: an allocation inside a capture may be served
@@ -279,7 +279,8 @@ enum drv_role {
     DRV_ROLE_CALL, DRV_ROLE_PROC, DRV_ROLE_BEGIN, DRV_ROLE_END, DRV_ROLE_QUERY,
     DRV_ROLE_OP, DRV_ROLE_ALLOC, DRV_ROLE_GRAPH_DESTROY, DRV_ROLE_EXEC_DESTROY,
     DRV_ROLE_INSTANTIATE, DRV_ROLE_EXEC_MUTATE, DRV_ROLE_GRAPH_MUTATE, DRV_ROLE_GRAPH_READ,
-    DRV_ROLE_GUARD, DRV_ROLE_RELEASE, DRV_ROLE_MEMINFO, DRV_ROLE_CTX_TEARDOWN
+    DRV_ROLE_GUARD, DRV_ROLE_RELEASE, DRV_ROLE_MEMINFO, DRV_ROLE_CTX_TEARDOWN,
+    DRV_ROLE_CODE_UNLOAD
 };
 
 /* What a release call (role release:K, or a guard row's +hold=K) destroys
@@ -415,6 +416,7 @@ ROLE_ENUM = {
     "exec_mutate": "EXEC_MUTATE", "graph_mutate": "GRAPH_MUTATE", "graph_read": "GRAPH_READ",
     "uobj_retain": "GRAPH_MUTATE", "uobj_release": "GRAPH_MUTATE",
     "guard": "GUARD", "release": "RELEASE", "meminfo": "MEMINFO", "ctx_teardown": "CTX_TEARDOWN",
+    "code_unload": "CODE_UNLOAD",
 }
 
 
@@ -609,6 +611,8 @@ def wrapper_body(e):
         return graph_call_check(e) + "self_record_graphs_current();\n    return %s;" % call
     if e.role == "ctx_teardown":
         return 'lifecycle_context_teardown("%s");\n    return %s;' % (e.symbol, call)
+    if e.role == "code_unload":
+        return 'lifecycle_code_unload("%s");\n    return %s;' % (e.symbol, call)
     if e.role == "meminfo":
         free, total = [n for _, n in e.params]
         return ("CUresult r = %s;\n    if (r == CUDA_SUCCESS && %s && %s && kmem_tracking())\n"

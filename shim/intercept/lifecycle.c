@@ -70,6 +70,21 @@ void lifecycle_context_teardown(const char *call)
         event_context_teardown(call, released, forgotten);
 }
 
+void lifecycle_code_unload(const char *call)
+{
+    if (runtime_passthrough)
+        return;
+    /* Which kept graph names which module's kernel is not recorded, and a
+     * graph or executable graph destroyed after its code went may take the
+     * driver down with it; the driver may also give a new kernel an
+     * unloaded one's handle, which a kept graph would then name. So all go:
+     * a site's next capture is fresh, which is what the program pays
+     * without recap. Kept memory names no code and stays. */
+    int released = cache_release_all();
+    if (released)
+        event_code_unload(call, released);
+}
+
 static void lifecycle_after_fork_child(void)
 {
     /* Order matters: captures refer to sites and cached records. */

@@ -36,4 +36,10 @@ void lifecycle_start(void);
  * it, and the driver may give their values to new objects). Logged. */
 void lifecycle_context_teardown(const char *call);
 
+/* A module or library is about to be unloaded (cuModuleUnload,
+ * cuLibraryUnload): the graphs and executable graphs recap keeps, which
+ * may name its kernels, are destroyed first, while those kernels exist.
+ * Logged when there were any. */
+void lifecycle_code_unload(const char *call);
+
 #endif

@@ -367,6 +367,18 @@ void event_comm_teardown(const char *call, int released, int forwarded)
     jlog_line_emit(&l);
 }
 
+void event_code_unload(const char *call, int released)
+{
+    struct jlog_line l;
+
+    runtime_verbose("%s: destroyed %d kept graphs and executable graphs first", call, released);
+    if (!event_begin(&l, "code_unload"))
+        return;
+    jlog_str(&l, "call", call);
+    jlog_i64(&l, "released", released);
+    jlog_line_emit(&l);
+}
+
 void event_context_teardown(const char *call, int released, int forgotten)
 {
     struct jlog_line l;

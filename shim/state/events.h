@@ -88,6 +88,10 @@ void event_after_fork_child(void);
  * the program holds it forgot. */
 void event_context_teardown(const char *call, int released, int forgotten);
 
+/* A module or library unload (lifecycle_code_unload): how many kept
+ * graphs and executable graphs recap destroyed before it. */
+void event_code_unload(const char *call, int released);
+
 /* An NCCL communicator teardown call (nccl_hooks.c): how many kept objects
  * recap destroyed before it, and whether NCCL's definition was found. */
 void event_comm_teardown(const char *call, int released, int forwarded);

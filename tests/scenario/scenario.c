@@ -607,7 +607,7 @@ static CUresult alloc_relaxed(CUdeviceptr *p, size_t bytes)
     return r;
 }
 
-static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int before)
+static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int before, int odd)
 {
     int failures = 0;
     for (int it = 0; it < iters; it++) {
@@ -631,7 +631,13 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
         int alloc1 = (int)alloc_relaxed(&pool, SC_N * sizeof(float));
         int zero = (int)cuMemsetD32Async(pool, 0, SC_N, ctx.stream[0]);
         void *params[] = { &a, &ctx.buf[0], &pool, &n };
-        int axpy = (int)launch_on(ctx.axpy, ctx.stream[0], params);
+        void *shift_params[] = { &pool, &a, &n };
+        /* pool_keep_graphs_odd: every sixth capture from the fifth on
+         * launches another kernel there (an odd step, as an optimizer's
+         * variant picks one), so that capture leaves the graph it began
+         * recording into. */
+        int axpy = odd && it % 6 == 4 ? (int)launch_on(ctx.shift, ctx.stream[0], shift_params)
+                                       : (int)launch_on(ctx.axpy, ctx.stream[0], params);
         int alloc2 = (int)alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
         int copy1 = (int)cuMemcpyDtoDAsync(pool2, pool, SC_N * sizeof(float), ctx.stream[0]);
         int copy2 = (int)cuMemcpyDtoDAsync(ctx.buf[2], pool2, SC_N * sizeof(float), ctx.stream[0]);
@@ -720,6 +726,54 @@ static int run_ctx_teardown(int iters, int primary)
     CUcontext last = NULL;
     cuDevicePrimaryCtxRetain(&last, dev);
     cuCtxSetCurrent(last);
+    return failures ? 1 : 0;
+}
+
+/* Code that comes and goes, as cuda.core's compiled kernels do: each
+ * round loads its own copy of the kernels (a library with
+ * SCENARIO_KERNELS=library, else a module), captures at one site five
+ * times, destroys each graph and executable graph, then unloads the code.
+ * Whatever recap kept of the round names kernels that are gone. */
+static int run_code_unload(int iters)
+{
+    int failures = 0;
+    for (int round = 0; round < iters; round++) {
+        CUlibrary lib = NULL;
+        CUmodule mod = NULL;
+        CUfunction scale = NULL;
+        int load;
+        if (sc_library_kernels()) {
+            CUkernel k = NULL;
+            load = (int)cuLibraryLoadData(&lib, "standin", NULL, NULL, 0, NULL, NULL, 0);
+            load = load ? load : (int)cuLibraryGetKernel(&k, lib, "scale");
+            scale = (CUfunction)k;
+        } else {
+            load = (int)cuModuleLoadData(&mod, "standin");
+            load = load ? load : (int)cuModuleGetFunction(&scale, mod, "scale");
+        }
+        failures += load != 0;
+        for (int it = 0; it < 5 && !load; it++) {
+            CUgraph graph = NULL;
+            CUgraphExec exec = NULL;
+            float factor = 1.0f + 0.125f * (float)(round * 5 + it);
+            int n = SC_N;
+            void *args[] = { &ctx.buf[0], &factor, &n };
+            int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+            int launch = (int)cuLaunchKernel(scale, 1, 1, 1, 64, 1, 1, 0, ctx.stream[0], args, NULL);
+            int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+            int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+            int run = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+            int sync = (int)cuStreamSynchronize(ctx.stream[0]);
+            int edestroy = exec ? (int)cuGraphExecDestroy(exec) : -1;
+            int gdestroy = graph ? (int)cuGraphDestroy(graph) : -1;
+            failures += begin || launch || end || inst || run || sync || edestroy || gdestroy;
+            printf("round=%d it=%d rc=%d,%d,%d,%d,%d,%d,%d,%d sum=%08x\n", round, it, begin,
+                   launch, end, inst, run, sync, edestroy, gdestroy, sc_checksum(&ctx));
+        }
+        int unload = lib ? (int)cuLibraryUnload(lib) : mod ? (int)cuModuleUnload(mod) : -1;
+        failures += unload != 0;
+        printf("round=%d unload rc=%d\n", round, unload);
+    }
     return failures ? 1 : 0;
 }
 
@@ -1682,8 +1736,9 @@ int main(int argc, char **argv)
     else if (!strcmp(name, "free_in_capture"))
         rc = run_free_in_capture(iters);
     else if (!strncmp(name, "pool", 4))
-        rc = run_pool(iters, !strcmp(name, "pool_pressure"), !strcmp(name, "pool_keep_graphs"),
-                      !strcmp(name, "pool_meminfo"), !strcmp(name, "pool_before"));
+        rc = run_pool(iters, !strcmp(name, "pool_pressure"), !strncmp(name, "pool_keep_graphs", 16),
+                      !strcmp(name, "pool_meminfo"), !strcmp(name, "pool_before"),
+                      !strcmp(name, "pool_keep_graphs_odd"));
     else if (!strcmp(name, "events_fork_join"))
         rc = run_temporary_events(iters, 0, 0);
     else if (!strcmp(name, "events_other_thread"))
@@ -1698,6 +1753,8 @@ int main(int argc, char **argv)
         rc = run_external_events(iters);
     else if (!strcmp(name, "ctx_teardown") || !strcmp(name, "ctx_teardown_primary"))
         rc = run_ctx_teardown(iters, !strcmp(name, "ctx_teardown_primary"));
+    else if (!strcmp(name, "code_unload"))
+        rc = run_code_unload(iters);
     else if (!strcmp(name, "own_updates"))
         rc = run_own_updates(iters, 3, 1);
     else if (!strcmp(name, "own_updates1"))

@@ -1047,6 +1047,26 @@ Test(scenario, what_recap_keeps_goes_before_the_primary_context_released)
     contexts_come_and_go("ctx_teardown_primary");
 }
 
+/* Code unloaded while recap keeps graphs that name it (cuda.core's
+ * compiled kernels at its exit): whatever recap kept goes before the
+ * unload, so nothing recap destroys later names a kernel that is gone.
+ * The stand-in counts such a destroy as a misuse here
+ * (STANDIN_UNLOADED_CODE=refuse: whether the real driver survives it is
+ * not known; a cuda.core program under recap died at its exit on the
+ * H200), and the drain at the end makes recap destroy all it still keeps. */
+Test(scenario, what_recap_keeps_goes_before_its_code_is_unloaded)
+{
+    struct sc_case c = { .name = "code_unload", .iters = 3, .driver = "13000",
+                         .env = { "STANDIN_UNLOADED_CODE=refuse", "SCENARIO_DRAIN=1" } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);   /* same output, no destroy naming unloaded code */
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"code_unload\"", NULL), 3,
+                 "one code_unload event per round");
+    cr_expect_geq(run_log_total(o.log, "reused"), 3 * 4 - 3,
+                  "executable reuse inside each round");
+    sc_done(&o);
+}
+
 /* A program that keeps one executable graph per shape and updates it
  * itself: recap instantiates and updates exactly what the program asks. */
 Test(scenario, program_updating_its_own_executables_is_left_alone)

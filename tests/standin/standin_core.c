@@ -438,6 +438,11 @@ static void state_setup(void)
         if (!si.callback_every_node && strcmp(v, "changed") != 0)
             fprintf(stderr, "standin: STANDIN_RECAPTURE_CALLBACK=%s is not changed|every\n", v);
     }
+    if ((v = getenv("STANDIN_UNLOADED_CODE")) && *v) {
+        si.unloaded_code_refused = strcmp(v, "refuse") == 0;
+        if (!si.unloaded_code_refused && strcmp(v, "tolerate") != 0)
+            fprintf(stderr, "standin: STANDIN_UNLOADED_CODE=%s is not tolerate|refuse\n", v);
+    }
     if ((v = getenv("STANDIN_RECAPTURE_ERROR_NODE"))) si.error_node = strtoul(v, NULL, 10);
     if ((v = getenv("STANDIN_DEVICE_MEMORY"))) si.capacity = parse_bytes(v, si.capacity);
     if ((v = getenv("STANDIN_FAULTS"))) parse_faults(v);

@@ -530,6 +530,9 @@ static CUresult exec_destroy(CUgraphExec hExec)
         si_misuse("cuGraphExecDestroy of an executable graph already destroyed (%p)", (void *)e);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (si.unloaded_code_refused && si_exec_names_unloaded_code(e))
+        si_misuse("cuGraphExecDestroy of an executable graph naming a kernel whose module or "
+                  "library was unloaded (%p)", (void *)e);
     exec_release(e);
     return CUDA_SUCCESS;
 }

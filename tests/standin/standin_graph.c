@@ -194,6 +194,31 @@ SI_EXPORT CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return si_leave(si_graph_new((struct si_graph **)phGraph));
 }
 
+static bool names_unloaded(const struct si_params *p)
+{
+    return p->np.type == CU_GRAPH_NODE_TYPE_KERNEL && p->func && p->func->h.state != SI_LIVE;
+}
+
+bool si_graph_names_unloaded_code(const struct si_graph *g)
+{
+    for (size_t i = 0; i < g->nodes.n; i++) {
+        const struct si_node *n = g->nodes.v[i];
+        if (names_unloaded(&n->p) || (n->p.child && si_graph_names_unloaded_code(n->p.child)))
+            return true;
+    }
+    return false;
+}
+
+bool si_exec_names_unloaded_code(const struct si_exec *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        const struct si_exec_node *en = &e->nodes[i];
+        if (names_unloaded(&en->p) || (en->child && si_exec_names_unloaded_code(en->child)))
+            return true;
+    }
+    return false;
+}
+
 /* A graph left undefined by a failed recapture may be destroyed once; a
  * second destroy of any graph is a misuse. */
 static CUresult graph_destroy(CUgraph hGraph)
@@ -207,6 +232,9 @@ static CUresult graph_destroy(CUgraph hGraph)
     }
     if (g->owner) return CUDA_ERROR_INVALID_VALUE; /* owned by a node */
     if (g->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+    if (si.unloaded_code_refused && si_graph_names_unloaded_code(g))
+        si_misuse("cuGraphDestroy of a graph naming a kernel whose module or library was "
+                  "unloaded (%p)", (void *)g);
     si_graph_free(g);
     return CUDA_SUCCESS;
 }

@@ -306,6 +306,14 @@ struct si_graph {
 };
 
 CUresult si_graph_new(struct si_graph **out);   /* owned by the current context */
+/* Whether a destroy of this graph or executable graph is a misuse under
+ * STANDIN_UNLOADED_CODE=refuse: one of its kernel nodes names a function
+ * whose module or library was unloaded. Whether the real driver survives
+ * that destroy is not known (a cuda.core program under recap died at its
+ * exit, after its library's unload); the default tolerates it. */
+struct si_exec;
+bool si_graph_names_unloaded_code(const struct si_graph *g);
+bool si_exec_names_unloaded_code(const struct si_exec *e);
 void si_graph_free(struct si_graph *g);          /* tombstones graph and nodes */
 CUresult si_graph_clone(struct si_graph *src, struct si_graph **out);
 CUresult si_graph_add(struct si_graph *g, struct si_params *p, /* takes p */
@@ -517,6 +525,7 @@ struct si_state {
     enum si_surface surface;
     bool null_callback_accepted;
     bool callback_every_node; /* STANDIN_RECAPTURE_CALLBACK=every */
+    bool unloaded_code_refused; /* STANDIN_UNLOADED_CODE=refuse (si_names_unloaded_code) */
     unsigned long error_node;
     size_t capacity, used;
     char *report_path;
