@@ -50,6 +50,7 @@ MODIFIERS = {
     "hold": True,       # a free a capture's journal may have to outlive
     "time": True,       # timed for its site's step (step_time.h), class VALUE
     "keep": True,       # device memory kept between a site's captures (kept_memory.h)
+    "gone": True,       # the call destroys this kind of handle (=stream: uobj_stream_gone)
 }
 # +time=K: the step_time.h class a timed call counts in.
 TIME_KINDS = {"alloc": "STEP_ALLOC", "free": "STEP_FREE", "host_alloc": "STEP_HOST_ALLOC",
@@ -79,6 +80,7 @@ class Entry:
         self.hold = self.modifiers.get("hold")
         self.time = self.modifiers.get("time")
         self.keep = self.modifiers.get("keep")
+        self.gone = self.modifiers.get("gone")
         if ":" in role:
             role, self.kind = role.split(":", 1)
             if self.kind.startswith("struct="):
@@ -145,6 +147,8 @@ class Entry:
             if [t for t, _ in self.params] != [t for t, _ in want] or self.ret != "CUresult":
                 fail(self.lineno, "+keep=%s needs CUresult (%s)" % (
                     self.keep, ", ".join(t for t, _ in want)))
+        if self.gone is not None and (self.gone != "stream" or not self.first_of_type("CUstream")):
+            fail(self.lineno, "+gone=stream (the only kind) needs a CUstream parameter")
         if self.role == "meminfo" and [t for t, _ in self.params] != ["size_t *", "size_t *"]:
             fail(self.lineno, "meminfo is cuMemGetInfo's (size_t *free, size_t *total)")
         if self.kind == "struct":
@@ -643,6 +647,8 @@ def gen_wrappers(entries):
         if not e.wrapped:
             continue
         body = wrapper_body(e)
+        if e.gone:
+            body = "uobj_stream_gone(%s);\n    %s" % (e.first_of_type("CUstream"), body)
         if e.keep:
             o.append("static inline %s %s_role(%s)\n{\n    %s\n}\n\n" % (
                 e.ret, e.symbol, decl(e), body))

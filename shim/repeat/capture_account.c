@@ -133,10 +133,15 @@ struct graph_rec *capture_account_graph(struct capture *cap, CUgraph graph, long
      * nodes are not updated into: cuda.core's own graph tests crashed in
      * the driver (SIGSEGV at the upload or instantiation after an update)
      * on the H200 with such graphs reused across tests; their own
-     * instantiation is what the program gets without recap. */
-    if (census.typed && (census.by_type[CU_GRAPH_NODE_TYPE_MEM_ALLOC] ||
-                         census.by_type[CU_GRAPH_NODE_TYPE_MEM_FREE] ||
-                         census.by_type[CU_GRAPH_NODE_TYPE_CONDITIONAL]))
+     * instantiation is what the program gets without recap. The census
+     * sees them where it reads node types; the journal sees the calls
+     * that make them wherever the capture was journaled (a site whose
+     * node types were not read went on updating, and the next site's
+     * upload crashed). */
+    if (cap->journal.memory_nodes ||
+        (census.typed && (census.by_type[CU_GRAPH_NODE_TYPE_MEM_ALLOC] ||
+                          census.by_type[CU_GRAPH_NODE_TYPE_MEM_FREE] ||
+                          census.by_type[CU_GRAPH_NODE_TYPE_CONDITIONAL])))
         if (sites_forbid_exec_reuse(site))
             event_warning(site, "executable reuse stopped here: its graphs hold memory "
                                 "allocation, free or conditional nodes, whose updated executable "

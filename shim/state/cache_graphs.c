@@ -104,6 +104,17 @@ int cache_take_candidates(struct site *site, unsigned long epoch, uint64_t prefe
 
 void cache_graph_give_back(struct graph_rec *rec, int rewritten)
 {
+    /* A copy that a capture left part way goes: the next capture copies
+     * the program's newest graph afresh. With copies on, PyTorch's
+     * fused-optimizer graph test computed wrong parameters on the H200
+     * from a capture recorded into such a copy (recorded right up to the
+     * odd capture that left it, wrong right after); the stand-in's same
+     * sequence is right, so the cause is not found, and the path is not
+     * taken. */
+    if (rewritten && rec->copied) {
+        cache_graph_discard(rec);
+        return;
+    }
     if (rewritten) {
         rec->version++;
         rec->changes_known = 0;

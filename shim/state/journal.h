@@ -51,6 +51,7 @@ struct journal {
     struct journal_chunk *chunks;   /* copies of argument data */
     int replayable;                 /* 0 once a call could not be copied */
     char why_not[160];              /* the first such call */
+    int memory_nodes;               /* a call made a memory allocation or free node */
     const void *origin_key;         /* the capture's origin stream (capture_table's key) */
     /* As a graph's recording (shim/repeat/self_record.h), under its stale_lock. */
     size_t stale_ops;               /* calls whose node holds older arguments */

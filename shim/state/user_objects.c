@@ -28,7 +28,7 @@ struct uobj_set {
 
 struct exec_hold {
     struct uobj_set held;         /* references recap took for this exec */
-    CUstream last_stream;
+    CUstream last_stream;         /* NULL after that stream was destroyed */
     int launched;                 /* since the references were taken */
 };
 
@@ -293,7 +293,10 @@ void uobj_exec_retire(CUgraphExec exec, int wait)
     }
     p->set = set;
     p->stream = stream;
-    int recorded = record_done_event(p);
+    /* No stream: it was destroyed before its work was known complete
+     * (uobj_stream_gone could not wait for it); kept until exit. */
+    p->stuck = stream == NULL;
+    int recorded = p->stuck ? -1 : record_done_event(p);
     if (recorded == 1 || (recorded == 0 && wait && DRV_REAL(cuEventSynchronize)(p->done) == CUDA_SUCCESS)) {
         if (p->done)
             destroy_event(p->done);
@@ -325,6 +328,65 @@ void uobj_note_launch(CUgraphExec exec, CUstream stream)
         h->launched = 1;
     }
     pthread_mutex_unlock(&uobj_lock);
+}
+
+void uobj_stream_gone(CUstream stream)
+{
+    if (!__atomic_load_n(&uobj_tracking, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&pending, __ATOMIC_RELAXED))
+        return;
+    int named = 0;
+    pthread_mutex_lock(&uobj_lock);
+    for (size_t i = 0; i < holds_by_exec.cap && !named; i++) {
+        struct exec_hold *h = holds_by_exec.slots[i].value;
+        named = holds_by_exec.slots[i].key && h->launched && h->last_stream == stream;
+    }
+    for (struct pending_release *p = pending; p && !named; p = p->next)
+        named = !p->done && !p->stuck && p->stream == stream;
+    pthread_mutex_unlock(&uobj_lock);
+    if (!named)
+        return;
+    /* The driver destroys a stream without waiting for its work, and an
+     * event recorded there later, or a question about it, would name a
+     * dead handle (the driver crashed on one at a cuda.core program's
+     * exit). So its work is waited for now: a stream destroy is rare. */
+    CUresult r = DRV_REAL(cuStreamSynchronize)(stream);
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(NULL, "cuStreamSynchronize", r,
+                              "user-object references recap took for work on a destroyed stream "
+                              "are kept until exit");
+    struct pending_release *done = NULL, **link;
+    pthread_mutex_lock(&uobj_lock);
+    for (size_t i = 0; i < holds_by_exec.cap; i++) {
+        struct exec_hold *h = holds_by_exec.slots[i].value;
+        if (!holds_by_exec.slots[i].key || h->last_stream != stream)
+            continue;
+        h->last_stream = NULL;
+        if (r == CUDA_SUCCESS)
+            h->launched = 0;      /* its work is complete */
+    }
+    for (link = &pending; *link;) {
+        struct pending_release *p = *link;
+        if (p->done || p->stuck || p->stream != stream) {
+            link = &p->next;
+            continue;
+        }
+        if (r != CUDA_SUCCESS) {
+            p->stuck = 1;
+            link = &p->next;
+            continue;
+        }
+        *link = p->next;
+        p->next = done;
+        done = p;
+    }
+    pthread_mutex_unlock(&uobj_lock);
+    while (done) {
+        struct pending_release *p = done;
+        done = p->next;
+        set_release(&p->set);
+        free(p);
+    }
 }
 
 /* Gives back the sets whose work completed (all of them, waiting, with

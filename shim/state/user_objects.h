@@ -59,6 +59,12 @@ void uobj_exec_gone(CUgraphExec exec, int wait);
 /* A launch of `exec` on `stream` (called only while uobj_tracking). */
 void uobj_note_launch(CUgraphExec exec, CUstream stream);
 
+/* `stream` is about to be destroyed (cuStreamDestroy): work recap waits
+ * on that ran there is waited for now, while the stream can still be
+ * named; later nothing recap asks of the driver names it. One relaxed
+ * load when no user objects are held. */
+void uobj_stream_gone(CUstream stream);
+
 /* Gives back the references whose work has completed. Cheap when none wait. */
 void uobj_collect(void);
 

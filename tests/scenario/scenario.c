@@ -1037,6 +1037,42 @@ static int run_user_objects(int iters)
     return 0;
 }
 
+/* A stream that goes before the executable graphs launched on it (as
+ * cuda.core closes its stream, then releases its context at exit): each
+ * iteration captures a memset on a stream of the program's own, attaches a
+ * user object, launches and destroys; then the stream is destroyed, and
+ * the drain at the end (SCENARIO_DRAIN) makes recap destroy what it kept.
+ * Nothing recap does afterwards may name the destroyed stream (the driver
+ * crashed on a cuStreamIsCapturing of one on the H200). */
+static int run_user_objects_stream_gone(int iters)
+{
+    CUstream s = NULL;
+    int failures = (int)cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != 0;
+    for (int it = 0; it < iters && !failures; it++) {
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        CUuserObject object = NULL;
+        int begin = (int)cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+        int set = (int)cuMemsetD32Async(ctx.buf[1], 0x3f800000u + (unsigned)it, SC_N, s);
+        int end = (int)cuStreamEndCapture(s, &graph);
+        int attach = (int)cuUserObjectCreate(&object, NULL, user_object_destructor, 1,
+                                             CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+        user_objects_created += attach == CUDA_SUCCESS;
+        attach = attach ? attach : (int)cuGraphRetainUserObject(graph, object, 1,
+                                                                 CU_GRAPH_USER_OBJECT_MOVE);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        int launch = exec ? (int)cuGraphLaunch(exec, s) : -1;
+        int sync = (int)cuStreamSynchronize(s);
+        int destroyed = (exec ? (int)cuGraphExecDestroy(exec) : -1) * 10 +
+                        (graph ? (int)cuGraphDestroy(graph) : -1);
+        failures += begin || set || end || attach || inst || launch || sync || destroyed;
+        printf("it=%d rc=%d,%d,%d,%d,%d,%d,%d,%d sum=%08x\n", it, begin, set, end, attach, inst,
+               launch, sync, destroyed, sc_checksum(&ctx));
+    }
+    printf("stream destroy rc=%d\n", (int)cuStreamDestroy(s));
+    return failures ? 1 : 0;
+}
+
 /* Launches left in flight: every iteration captures, instantiates,
  * launches and destroys without synchronising (a user object on every
  * third graph), and synchronises only every fifth iteration and at the
@@ -1753,6 +1789,8 @@ int main(int argc, char **argv)
         rc = run_external_events(iters);
     else if (!strcmp(name, "ctx_teardown") || !strcmp(name, "ctx_teardown_primary"))
         rc = run_ctx_teardown(iters, !strcmp(name, "ctx_teardown_primary"));
+    else if (!strcmp(name, "user_objects_stream_gone"))
+        rc = run_user_objects_stream_gone(iters);
     else if (!strcmp(name, "code_unload"))
         rc = run_code_unload(iters);
     else if (!strcmp(name, "own_updates"))
@@ -1771,7 +1809,7 @@ int main(int argc, char **argv)
         if (cuMemAlloc(&huge, (size_t)1 << 46) == CUDA_SUCCESS)
             cuMemFree(huge);
     }
-    if (!strcmp(name, "user_objects") || !strncmp(name, "inflight", 8))
+    if (!strncmp(name, "user_objects", 12) || !strncmp(name, "inflight", 8))
         report_user_objects();
     sc_write_stats();
     return rc;

@@ -522,6 +522,20 @@ Test(scenario, user_objects_outlive_the_work_and_are_all_destroyed)
     sc_done(&o);
 }
 
+/* The stream the reused executable graph last ran on is destroyed before
+ * recap gives the user objects back (cuda.core at its exit): recap waits
+ * for that stream's work when it is destroyed, and never names it later. */
+Test(scenario, user_objects_outlive_a_destroyed_stream)
+{
+    struct sc_case c = { .name = "user_objects_stream_gone", .iters = 6, .driver = "13000",
+                         .env = { "SCENARIO_DRAIN=1" } };
+    struct sc_outcome o;
+    sc_compare(&c, &o);   /* no use of the destroyed stream, every object destroyed */
+    cr_expect_neq(strstr(o.recap.out, "user objects destroyed: 6 of 6"), NULL, "%s", o.recap.out);
+    cr_expect_eq(run_log_total(o.log, "reused"), 5, "executable reuse: nothing tested");
+    sc_done(&o);
+}
+
 Test(scenario, graphs_with_user_objects_are_not_kept_for_recapture)
 {
     struct sc_case c = { .name = "user_objects", .iters = 12, .env = { "SCENARIO_DRAIN=1" } };
