@@ -28,6 +28,9 @@
  *                            and executable graphs are charged for their nodes
  *   STANDIN_REPORT           path: at exit write call counts and live objects as JSON
  *   STANDIN_ASYNC            1: launches run asynchronously, as on a GPU (default 0)
+ *   STANDIN_UNLOADED_CODE    "tolerate" (default) or "refuse": a destroy of a graph or
+ *                            executable graph naming a kernel whose module or library
+ *                            was unloaded counts as a misuse
  *
  * Asynchronous mode. By default every operation runs on the calling thread
  * before the call returns. With STANDIN_ASYNC=1 (or standin_set_async) work
