@@ -280,7 +280,8 @@ assert args[:2] == ['-m', 'pytest'], args
 spec = json.load(open(os.environ['FAKE_SPEC']))
 with open(os.environ['FAKE_CALLS'], 'a') as f:
     f.write(json.dumps({'args': args, 'cwd': os.getcwd(),
-                        'preload': os.environ.get('LD_PRELOAD')}) + '\n')
+                        'preload': os.environ.get('LD_PRELOAD'),
+                        'copy_held': os.environ.get('RECAP_COPY_HELD')}) + '\n')
 junit, pos, it = None, [], iter(args[2:])
 for a in it:
     if a in ('-c', '--rootdir', '-p', '-k'):
@@ -388,6 +389,20 @@ class WholeLane(Temp):
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertRegex(r.stdout, r'FAIL  cupy:\S+ site 00000000000000a1 .*alone 30 captures, '
                                    r'repeated 69%')
+
+    def test_recap_settings_reach_only_the_runs_under_recap(self):
+        r = self.lane(self.spec(), '--recap-env', 'RECAP_COPY_HELD=on')
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn('RECAP_COPY_HELD=on', r.stdout.splitlines()[0])
+        calls = self.calls_made()
+        self.assertEqual([c['copy_held'] for c in calls], [None, 'on', 'on'])
+
+    def test_bad_recap_setting_names_what_was_expected(self):
+        for bad in ('COPY_HELD=on', 'RECAP_COPY_HELD', 'RECAP_LOG=/tmp/x'):
+            r = self.lane(self.spec(), '--recap-env', bad)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn('expected NAME=VALUE with NAME a RECAP_ setting', r.stderr)
+            self.assertFalse(os.path.exists(self.calls), 'a run started despite ' + bad)
 
     def test_out_gets_summary_and_one_archive(self):
         out = self.path('out')

@@ -14,6 +14,9 @@ and with the test that owns the site run alone. The test is found from the
 site's Python frames (the outermost test_* function of the test file),
 mapped to pytest node ids through the whole run's JUnit XML.
 
+The runs under recap get recap's defaults; --recap-env RECAP_NAME=VALUE
+(repeatable) sets one for them only, e.g. RECAP_COPY_HELD=on.
+
 Prints one PASS/FAIL/SKIP line per test file and per site, a table of the
 sites, and "summary: N passed, N failed, N skipped"; with --out (default
 $OUT) writes upstream-lane-summary.txt and upstream-lane-logs.tar.gz there.
@@ -421,11 +424,14 @@ class Lane:
         if paths:
             env['PYTHONPATH'] = os.pathsep.join(paths + ([env['PYTHONPATH']]
                                                          if env.get('PYTHONPATH') else []))
+        settings = getattr(self.args, 'recap_settings', {}) if recap else {}
         if recap:
             env['LD_PRELOAD'] = self.args.recap_lib
             env['RECAP_LOG'] = log
+            env.update(settings)
         with open(base + '.cmd', 'w', encoding='utf-8') as f:
             f.write(('LD_PRELOAD=%s RECAP_LOG=%s ' % (self.args.recap_lib, log) if recap else '')
+                    + ''.join('%s=%s ' % kv for kv in sorted(settings.items()))
                     + ' '.join(cmd) + f'\n(cwd {rootdir})\n')
         began = time.monotonic()
         timed_out = False
@@ -662,6 +668,9 @@ def parse_args(argv):
                     help='seconds one pytest process may take (default 300)')
     ap.add_argument('--max-retries', type=int, default=10,
                     help='differing tests run again alone, per file (default 10)')
+    ap.add_argument('--recap-env', action='append', default=[], metavar='NAME=VALUE',
+                    help='a RECAP_ setting for the runs under recap, repeatable (the lane '
+                         'clears RECAP_* of its own environment), e.g. RECAP_COPY_HELD=on')
     ap.add_argument('--work', help='folder for the runs\' files (default: a new one in $TMPDIR)')
     ap.add_argument('--out', default=os.environ.get('OUT') or None,
                     help='write upstream-lane-summary.txt and upstream-lane-logs.tar.gz here '
@@ -679,6 +688,15 @@ def main(argv=None):
               f'(known: {", ".join(by_name)})', file=sys.stderr)
         return 2
     projects = [by_name[n] for n in names]
+    args.recap_settings = {}
+    for item in args.recap_env:
+        name, eq, value = item.partition('=')
+        if not eq or not re.fullmatch(r'RECAP_[A-Z_]+', name) or name == 'RECAP_LOG':
+            print(f'upstream_lane: --recap-env {item!r}: expected NAME=VALUE with NAME a RECAP_ '
+                  f'setting other than RECAP_LOG (the lane names the log), e.g. '
+                  f'RECAP_COPY_HELD=on', file=sys.stderr)
+            return 2
+        args.recap_settings[name] = value
     dirs = {p.name: os.path.abspath(getattr(args, p.option)) for p in projects}
     plan, wrong = check_checkouts(projects, dirs)
     if wrong:
@@ -689,7 +707,8 @@ def main(argv=None):
 
     lane = Lane(args)
     lane.say(f'recap upstream lane: repo {REPO}, work dir {lane.work}, budget '
-             f'{args.time_budget:.0f} s, per run {args.run_timeout:.0f} s')
+             f'{args.time_budget:.0f} s, per run {args.run_timeout:.0f} s'
+             + ''.join(f', {k}={v}' for k, v in sorted(args.recap_settings.items())))
     runnable = [(p, d) for p, d, skip in plan if skip is None]
     for p, d, skip in plan:
         if skip:
