@@ -5,6 +5,9 @@
  * past the last parameter, which is how the count is found. The queries are
  * pure lookups, safe while a stream captures. Layouts are never freed: a
  * process has a bounded number of kernels and the journal keeps pointers.
+ * After a module unload a handle may come back as another kernel: each
+ * layout is asked again once, and only one that changed is replaced (the
+ * replaced ones are kept, as many as handles reused with a new layout).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,6 +18,13 @@
 
 static pthread_mutex_t kparams_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hmap layouts_by_function;
+static unsigned long code_unloads;         /* kparams_code_unloaded calls */
+/* Layouts replaced after an unload, still named by journals. */
+struct retired_layout {
+    struct kparams_layout *layout;
+    struct retired_layout *next;
+};
+static struct retired_layout *retired;
 /* The answer for a function whose layout the driver would not give, with
  * the reason; per thread, so concurrent answers do not mix. */
 static __thread struct kparams_layout kparams_unknown;
@@ -79,13 +89,72 @@ fail:
     return NULL;
 }
 
+static int layouts_equal(const struct kparams_layout *a, const struct kparams_layout *b)
+{
+    if (a->count != b->count)
+        return 0;
+    for (unsigned i = 0; i < a->count; i++)
+        if (a->offset[i] != b->offset[i] || a->size[i] != b->size[i])
+            return 0;
+    return 1;
+}
+
+static void free_layout(struct kparams_layout *l)
+{
+    free(l->offset);
+    free(l->size);
+    free(l);
+}
+
+void kparams_code_unloaded(void)
+{
+    __atomic_add_fetch(&code_unloads, 1, __ATOMIC_RELEASE);
+}
+
+/* `cached`, asked before the last unload, against the driver's answer
+ * now: the same layout (marked current), or the new one in its place. */
+static const struct kparams_layout *recheck(CUfunction f, struct kparams_layout *cached,
+                                            unsigned long unloads)
+{
+    CUresult error = CUDA_SUCCESS;
+    struct kparams_layout *now = build_layout(f, &error);
+    struct retired_layout *r = now ? malloc(sizeof *r) : NULL;
+    pthread_mutex_lock(&kparams_lock);
+    struct kparams_layout *l = hmap_get(&layouts_by_function, f);
+    if (l != cached || (now && layouts_equal(now, cached)) || !r) {
+        /* Raced, unchanged, or no memory to keep the old one: as it is. */
+        if (l == cached && (!now || layouts_equal(now, cached)))
+            __atomic_store_n(&cached->unloads, unloads, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&kparams_lock);
+        if (now)
+            free_layout(now);
+        free(r);
+        return l ? l : cached;
+    }
+    now->unloads = unloads;
+    if (hmap_put(&layouts_by_function, f, now) != 0) {
+        pthread_mutex_unlock(&kparams_lock);
+        free_layout(now);
+        free(r);
+        return cached;
+    }
+    r->layout = cached;
+    r->next = retired;
+    retired = r;
+    pthread_mutex_unlock(&kparams_lock);
+    return now;
+}
+
 const struct kparams_layout *kparams_of(CUfunction f)
 {
+    unsigned long unloads = __atomic_load_n(&code_unloads, __ATOMIC_ACQUIRE);
     pthread_mutex_lock(&kparams_lock);
     struct kparams_layout *l = hmap_get(&layouts_by_function, f);
     pthread_mutex_unlock(&kparams_lock);
-    if (l)
+    if (l && __atomic_load_n(&l->unloads, __ATOMIC_RELAXED) == unloads)
         return l;
+    if (l)
+        return recheck(f, l, unloads);
 
     CUresult error = CUDA_SUCCESS;
     l = build_layout(f, &error);
@@ -94,13 +163,12 @@ const struct kparams_layout *kparams_of(CUfunction f)
         kparams_unknown.error = error;
         return &kparams_unknown;
     }
+    l->unloads = unloads;
     pthread_mutex_lock(&kparams_lock);
     struct kparams_layout *raced = hmap_get(&layouts_by_function, f);
     if (raced || hmap_put(&layouts_by_function, f, l) != 0) {
         pthread_mutex_unlock(&kparams_lock);
-        free(l->offset);
-        free(l->size);
-        free(l);
+        free_layout(l);
         if (raced)
             return raced;
         kparams_unknown.known = 0;

@@ -19,6 +19,7 @@
 
 struct kparams_layout {
     int known;                 /* 0: the driver would not say */
+    unsigned long unloads;     /* kparams_code_unloaded count when last asked */
     CUresult error;            /* why not, when known == 0 */
     unsigned count;
     size_t *offset;            /* count entries, owned by the cache */
@@ -28,6 +29,12 @@ struct kparams_layout {
 /* The layout of f; never NULL (an unknown layout has known == 0). Valid
  * for the life of the process. */
 const struct kparams_layout *kparams_of(CUfunction f);
+
+/* A module or library was unloaded: the driver may give a new kernel an
+ * unloaded one's handle, so each cached layout is asked again at its
+ * next use, and replaced (the old one kept, journals may point at it)
+ * where the answer differs. */
+void kparams_code_unloaded(void);
 
 void kparams_after_fork_child(void);
 

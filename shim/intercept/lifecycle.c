@@ -64,6 +64,7 @@ void lifecycle_context_teardown(const char *call)
 {
     if (runtime_passthrough)
         return;
+    kparams_code_unloaded();      /* the context's modules go with it */
     int released = kmem_release_all_quietly() + cache_release_all();
     int forgotten = kmem_forget_tracked() + cache_forget_held();
     if (released || forgotten)
@@ -80,6 +81,7 @@ void lifecycle_code_unload(const char *call)
      * unloaded one's handle, which a kept graph would then name. So all go:
      * a site's next capture is fresh, which is what the program pays
      * without recap. Kept memory names no code and stays. */
+    kparams_code_unloaded();
     int released = cache_release_all();
     if (released)
         event_code_unload(call, released);
