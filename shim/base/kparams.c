@@ -119,11 +119,12 @@ static const struct kparams_layout *recheck(CUfunction f, struct kparams_layout 
     CUresult error = CUDA_SUCCESS;
     struct kparams_layout *now = build_layout(f, &error);
     struct retired_layout *r = now ? malloc(sizeof *r) : NULL;
+    int changed = now && !layouts_equal(now, cached);
     pthread_mutex_lock(&kparams_lock);
     struct kparams_layout *l = hmap_get(&layouts_by_function, f);
-    if (l != cached || (now && layouts_equal(now, cached)) || !r) {
+    if (l != cached || !changed || !r) {
         /* Raced, unchanged, or no memory to keep the old one: as it is. */
-        if (l == cached && (!now || layouts_equal(now, cached)))
+        if (l == cached && !changed)
             __atomic_store_n(&cached->unloads, unloads, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&kparams_lock);
         if (now)

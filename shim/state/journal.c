@@ -449,14 +449,13 @@ int journal_can_copy(enum drv_id id, const union drv_args *args, const char **wh
 void journal_append(struct journal *j, enum drv_id id, const union drv_args *args)
 {
     const char *why = NULL;
-    /* Seen even after the journal stopped copying: what the graph holds
-     * decides whether its executable graphs may be updated. */
-    if (drv_table[id].op_kind == DRV_OP_ALLOC)
-        j->memory_nodes = 1;
-    if (!j->replayable)
-        return;
-    if (!journal_can_copy(id, args, &why)) {
-        mark_unreplayable(j, why);
+    /* Memory nodes are never copied, so only the calls that are not copied
+     * are looked at; seen even after the journal stopped copying, since
+     * what the graph holds decides whether its executable graphs may be
+     * updated. */
+    if (!j->replayable || !journal_can_copy(id, args, &why)) {
+        j->memory_nodes |= drv_table[id].op_kind == DRV_OP_ALLOC;
+        mark_unreplayable(j, why);      /* a journal already stopped keeps its reason */
         return;
     }
     if (j->nops == j->capacity) {

@@ -220,6 +220,15 @@ static void destroy_event(CUevent ev)
         event_own_call_failed(NULL, "cuEventDestroy_v2", r, "an event of recap's stays allocated");
 }
 
+/* A retired set whose work completed: its references go back. */
+static void pending_done(struct pending_release *p)
+{
+    if (p->done)
+        destroy_event(p->done);
+    set_release(&p->set);
+    free(p);
+}
+
 /* Records, behind the last launch, the event a retired set waits for.
  * Returns 0 when recorded; 1 when the work is known complete without an
  * event (the driver would not record one, so recap waited for the stream
@@ -298,10 +307,7 @@ void uobj_exec_retire(CUgraphExec exec, int wait)
     p->stuck = stream == NULL;
     int recorded = p->stuck ? -1 : record_done_event(p);
     if (recorded == 1 || (recorded == 0 && wait && DRV_REAL(cuEventSynchronize)(p->done) == CUDA_SUCCESS)) {
-        if (p->done)
-            destroy_event(p->done);
-        set_release(&p->set);
-        free(p);
+        pending_done(p);
         return;
     }
     pthread_mutex_lock(&uobj_lock);
@@ -384,8 +390,7 @@ void uobj_stream_gone(CUstream stream)
     while (done) {
         struct pending_release *p = done;
         done = p->next;
-        set_release(&p->set);
-        free(p);
+        pending_done(p);
     }
 }
 
@@ -414,10 +419,7 @@ static void settle_pending(int wait)
                                       "user-object references recap took are given back later");
         }
         if (done) {
-            if (p->done)
-                destroy_event(p->done);
-            set_release(&p->set);
-            free(p);
+            pending_done(p);
         } else {
             p->next = keep;
             keep = p;
