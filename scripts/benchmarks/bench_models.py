@@ -68,7 +68,7 @@ def resnet18_loop():
         static_x.copy_(_inputs(torch, 1800 + iteration, RESNET_BATCH, 3, 224, 224))
 
     def section(iteration, marks):
-        return setup.capture_once(torch, forward)
+        return setup.capture_once(torch, forward, marks)
 
     def right(iteration, got):
         return _close(torch, got, forward().cpu())
@@ -99,7 +99,7 @@ def decoder_loop():
         tokens[batch].copy_(_inputs(torch, 2800 + iteration, batch, 1, D_MODEL))
 
     def section(iteration, marks):
-        return setup.capture_once(torch, lambda: step(batch_of(iteration)))
+        return setup.capture_once(torch, lambda: step(batch_of(iteration)), marks)
 
     def right(iteration, got):
         return _close(torch, got, step(batch_of(iteration)).cpu())

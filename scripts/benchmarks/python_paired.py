@@ -14,7 +14,8 @@ ratio self/reuse, self/off and reuse/off, the median of the per-block
 ratios of the ways' median times and its quartiles, then each way's median
 time in ms, where the section marks its steps (CuPy: begin, kernels, end,
 launch, wait, release; cuda.core: begin, kernels, end, complete and
-launch, wait, close) each step's median in us, and the mismatches. The
+launch, wait, close; the PyTorch loops: enter, body, exit, replay, wait,
+read and release) each step's median in us, and the mismatches. The
 first 10 iterations are warm-up.
 
 usage: python_paired.py torch|cupy|cuda_core|resnet18|decoder ITERATIONS
@@ -76,7 +77,7 @@ def torch_loop():
 
     def section(iteration, marks):
         scale = scale_of(iteration)
-        return setup.capture_once(torch, lambda: t.step(static_x, w1, b1, w2, scale))
+        return setup.capture_once(torch, lambda: t.step(static_x, w1, b1, w2, scale), marks)
 
     def right(iteration, got):
         eager = t.step(static_x, w1, b1, w2, scale_of(iteration)).cpu()

@@ -733,9 +733,12 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     cache_site_gate_changed(site, change);
     /* None released, as where the program keeps what it captures: a copy
      * of the newest graph it keeps, if it kept them alike. */
+    const char *no_copy = NULL;
     if (!target && cap->copy_wanted &&
-        (target = graph_copy_of_held(site, cache_graph_edit_epoch(), cap->copy_wanted, 0)))
+        (target = graph_copy_of_held(site, cache_graph_edit_epoch(), cap->copy_wanted, 0, &no_copy)))
         cap->candidates = 1;
+    else if (!target && no_copy)
+        ctab_set_reason(cap, no_copy);
     PHASE_MARK(PHASE_BEGIN_DECIDE, t_record, t_decided);
 
     if (cap->record) {

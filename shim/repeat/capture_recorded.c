@@ -173,11 +173,12 @@ int recorded_take(struct capture *cap)
                                   MATCH_MAX_CANDIDATES);
     /* None released, as where the program keeps what it captures: a copy
      * of the newest graph it keeps, if it kept them alike. */
-    if (n == 0 && (graphs[0] = graph_copy_of_held(cap->site, epoch, 0, 1)) != NULL)
+    const char *no_copy = NULL;
+    if (n == 0 && (graphs[0] = graph_copy_of_held(cap->site, epoch, 0, 1, &no_copy)) != NULL)
         n = 1;
     cap->candidates = n;
     if (n == 0) {
-        ctab_set_reason(cap, "no released graph recap recorded at this site");
+        ctab_set_reason(cap, no_copy ? no_copy : "no released graph recap recorded at this site");
         record_miss(cap);
         return 0;
     }

@@ -49,9 +49,9 @@ static struct journal *recording_for_clone(const struct journal *original, CUgra
 }
 
 struct graph_rec *graph_copy_of_held(struct site *site, unsigned long epoch, uint64_t signature,
-                                     int recorded)
+                                     int recorded, const char **why)
 {
-    struct graph_rec *held = cache_graph_pin_held(site, epoch, signature, recorded);
+    struct graph_rec *held = cache_graph_pin_held(site, epoch, signature, recorded, why);
     if (!held)
         return NULL;
     CUgraph original = graph_rec_graph(held), clone = NULL;
@@ -60,8 +60,10 @@ struct graph_rec *graph_copy_of_held(struct site *site, unsigned long epoch, uin
     CUresult r = CUDA_SUCCESS;
     /* A clone holds references to the original's user objects, which the
      * program would never see released: such graphs are not copied. */
-    if (uobj_graph_has(original))
+    if (uobj_graph_has(original)) {
+        *why = "the graph the program keeps here holds user objects: not copied";
         return cache_graph_unpin_held(held, NULL, NULL, epoch);
+    }
     /* The pending arguments of a graph recap recorded go into its nodes
      * first: the clone copies nodes, not the recording. */
     r = self_record_flush(held->recording);
@@ -78,7 +80,9 @@ struct graph_rec *graph_copy_of_held(struct site *site, unsigned long epoch, uin
             clone = NULL;
         }
     }
-    if (!clone)
+    if (!clone) {
         event_own_call_failed(site, call, r, "the capture is left to the driver");
+        *why = "recap's copy of the graph the program keeps here failed (logged)";
+    }
     return cache_graph_unpin_held(held, clone, recording, epoch);
 }

@@ -183,18 +183,39 @@ void cache_graph_note_held(struct graph_rec *rec)
 }
 
 struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
-                                       int need_recording)
+                                       int need_recording, const char **why)
 {
+    *why = NULL;
     pthread_mutex_lock(&cache_lock);
     struct graph_rec *g = held_newest_locked(site);
     /* Two alike kept in a row: the program keeps what it captures here,
-     * and a copy is what the next capture would make anyway. */
-    if (!runtime_settings.copy_held || !g || site->held_alike < 1 || site->cache_closed || g->edited || g->copying ||
-        g->shape_epoch != epoch || (signature && g->signature != signature) ||
-        (need_recording && (!g->recording || g->recording_epoch != epoch)))
-        g = NULL;
+     * and a copy is what the next capture would make anyway. Once the
+     * site has been copied from, the newest is copied even where it is
+     * the first of its kind: a program that keeps its graphs and moves to
+     * other kernels (an optimizer's variants, one after another) repeats
+     * the new kind from its second capture on, as where it destroys them.
+     * A copy of the wrong kind costs a clone and falls back, counted by
+     * the site's gate like any miss. */
+    if (!g)
+        *why = NULL;
+    else if (!runtime_settings.copy_held)
+        *why = "the program keeps its graphs here and copies are off (RECAP_COPY_HELD=off)";
+    else if (site->cache_closed)
+        *why = NULL;
+    else if (site->held_alike < 1 && site->held_copies == 0)
+        *why = "the program keeps its graphs here, but not yet two alike in a row to copy from";
+    else if (g->edited || g->shape_epoch != epoch)
+        *why = "the graph the program keeps here was edited since its capture: not copied";
+    else if (g->copying)
+        *why = "the graph the program keeps here is being copied for another capture";
+    else if (signature && g->signature != signature)
+        *why = "the newest graph the program keeps here is of another kind than the one expected";
+    else if (need_recording && (!g->recording || g->recording_epoch != epoch))
+        *why = "the newest graph the program keeps here has no recording recap can record against";
     else
         g->copying = 1;
+    if (*why)
+        g = NULL;
     pthread_mutex_unlock(&cache_lock);
     return g;
 }

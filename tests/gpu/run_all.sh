@@ -632,7 +632,7 @@ run_case torch_loop 100 - -- "$PYTHON" "$HERE/torch_loop.py"
 run_case torch_shapes 120 - -- "$PYTHON" "$HERE/torch_shapes.py"
 run_case torch_train 81 - -- "$PYTHON" "$HERE/torch_train.py"
 run_case torch_graphed_callables 79 - -- "$PYTHON" "$HERE/torch_graphed_callables.py"
-run_case torch_debug_mode 100 - -- env RECAP_COPY_HELD=on "$PYTHON" "$HERE/torch_debug_mode.py"
+run_case torch_debug_mode 100 - -- "$PYTHON" "$HERE/torch_debug_mode.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
 # Inductor's compiled kernels, cached for the run under recap.

@@ -7,6 +7,7 @@ sys.path when run as scripts).
 import hashlib
 import os
 import sys
+import time
 
 SKIP = 77
 
@@ -53,17 +54,28 @@ def warm_up(torch, run):
     torch.cuda.synchronize()
 
 
-def capture_once(torch, run):
+def capture_once(torch, run, marks=None):
     """What a loop without graph-update code does: a new CUDAGraph capturing
-    run(), replayed once, then released. Returns run()'s result, on the CPU."""
+    run(), replayed once, then released. Returns run()'s result, on the CPU.
+    marks, a list, gets time.perf_counter() at the end of each step: enter
+    (torch.cuda.graph's own work and the capture's begin), body, exit (the
+    capture's end and instantiation), replay, wait, read and release."""
+    mark = marks.append if marks is not None else (lambda _: None)
+    clock = time.perf_counter
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
+        mark(clock())
         out = run()
+        mark(clock())
+    mark(clock())
     graph.replay()
+    mark(clock())
     torch.cuda.synchronize()
+    mark(clock())
     got = out.cpu()
     del out
     del graph
+    mark(clock())
     return got
 
 

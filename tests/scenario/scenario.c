@@ -635,9 +635,11 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
         /* pool_keep_graphs_odd: every sixth capture from the fifth on
          * launches another kernel there (an odd step, as an optimizer's
          * variant picks one), so that capture leaves the graph it began
-         * recording into. */
-        int axpy = odd && it % 6 == 4 ? (int)launch_on(ctx.shift, ctx.stream[0], shift_params)
-                                       : (int)launch_on(ctx.axpy, ctx.stream[0], params);
+         * recording into. pool_keep_graphs_kinds: the kernel changes for
+         * good every fifth capture (one variant after another). */
+        int other = odd == 1 ? it % 6 == 4 : odd == 2 ? (it / 5) % 2 : 0;
+        int axpy = other ? (int)launch_on(ctx.shift, ctx.stream[0], shift_params)
+                         : (int)launch_on(ctx.axpy, ctx.stream[0], params);
         int alloc2 = (int)alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
         int copy1 = (int)cuMemcpyDtoDAsync(pool2, pool, SC_N * sizeof(float), ctx.stream[0]);
         int copy2 = (int)cuMemcpyDtoDAsync(ctx.buf[2], pool2, SC_N * sizeof(float), ctx.stream[0]);
@@ -1774,7 +1776,8 @@ int main(int argc, char **argv)
     else if (!strncmp(name, "pool", 4))
         rc = run_pool(iters, !strcmp(name, "pool_pressure"), !strncmp(name, "pool_keep_graphs", 16),
                       !strcmp(name, "pool_meminfo"), !strcmp(name, "pool_before"),
-                      !strcmp(name, "pool_keep_graphs_odd"));
+                      !strcmp(name, "pool_keep_graphs_odd") ? 1 :
+                      !strcmp(name, "pool_keep_graphs_kinds") ? 2 : 0);
     else if (!strcmp(name, "events_fork_join"))
         rc = run_temporary_events(iters, 0, 0);
     else if (!strcmp(name, "events_other_thread"))

@@ -245,6 +245,30 @@ Test(kept_memory, a_copy_left_part_way_names_the_next_captures_pool)
     pool_done(&o);
 }
 
+/* A program that keeps its graphs and moves to other kernels for good
+ * (pool_keep_graphs_kinds: another kernel every fifth capture, as
+ * PyTorch's optimizer tests go from one variant to the next in debug
+ * mode) is recorded from each kind's second capture on, with copies on by
+ * default: the first capture of a kind leaves its copy (a fallback), the
+ * next is recorded into a copy of it. Copying only after two alike in a
+ * row lost one capture more per kind. The second capture of the site
+ * says why it was the driver's. */
+Test(kept_memory, a_program_keeping_its_graphs_repeats_each_new_kind_from_its_second_capture)
+{
+    struct pool_run o;
+    pool_compare("pool_keep_graphs_kinds", "13000", NULL, &o);
+    long fallbacks = run_log_total(o.log, "fallbacks"), recorded = run_log_total(o.log, "by_recap");
+    long switches = (STEPS - 1) / 5;
+    cr_expect_eq(fallbacks, switches, "%ld captures left their copy, expected one per change "
+                 "of kernel (%ld)", fallbacks, switches);
+    cr_expect_eq(recorded, STEPS - 2 - switches, "%ld of %d captures recorded, expected all but "
+                 "the first two and the %ld that changed kernel", recorded, STEPS, switches);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"capture\"", "\"seq\":2,",
+                                 "not yet two alike in a row to copy from", NULL), 1,
+                 "the second capture does not say why it was the driver's");
+    pool_done(&o);
+}
+
 /* cuMemGetInfo counts the memory recap keeps for the next capture as
  * free (recap gives it back when an allocation needs it): the free memory
  * the program reads after each step is what it reads with keep_memory off.

@@ -202,12 +202,14 @@ Test(self_record, a_program_that_keeps_every_graph_is_recorded_into_copies, .tim
     sr_done(&o);
 }
 
-/* Copies are off by default (RECAP_COPY_HELD): a program that keeps every
- * graph then gets driver captures, and the log says why, once. */
+/* With copies off (RECAP_COPY_HELD=off), a program that keeps every
+ * graph gets driver captures, and the log says why, once. */
 Test(self_record, without_copies_a_program_that_keeps_every_graph_is_told, .timeout = 300)
 {
     struct sr_outcome o;
+    copy_held = "off";
     sr_compare("keep_every_graph_delta", 40, &o);
+    copy_held = NULL;
     cr_expect_eq(run_stat(o.stats, "cuGraphClone"), 0);
     cr_expect_eq(by_recap(&o), 0);
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "keeps the graphs it captures",

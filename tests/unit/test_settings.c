@@ -573,6 +573,33 @@ Test(settings, keep_memory)
     }
 }
 
+/* copy_held: on by default (round 22; was off), RECAP_COPY_HELD=off turns
+ * it off, an empty value keeps the default, a bad value is named. */
+Test(settings, copy_held)
+{
+    static const struct { const char *env; int want; int degraded; } cases[] = {
+        { NULL, 1, 0 },
+        { "RECAP_COPY_HELD=off", 0, 0 },
+        { "RECAP_COPY_HELD=0", 0, 0 },
+        { "RECAP_COPY_HELD=on", 1, 0 },
+        { "RECAP_COPY_HELD=", 1, 0 },
+        { "RECAP_COPY_HELD=maybe", 1, 1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct recap_settings *s = malloc(sizeof *s);
+        char err[1024];
+        const char *env[] = { "RECAP_CONFIG=t", cases[i].env, NULL };
+        load(s, env, "", err, sizeof err);
+        cr_expect_eq(s->copy_held, cases[i].want, "case %zu: copy_held %d", i, s->copy_held);
+        cr_expect_eq(s->degraded, cases[i].degraded, "case %zu: %s", i, err);
+        if (cases[i].degraded)
+            cr_expect_neq(strstr(err, "RECAP_COPY_HELD=\"maybe\": found an unknown value, "
+                                      "expected on or off"), NULL, "case %zu: %s", i, err);
+        settings_free(s);
+        free(s);
+    }
+}
+
 /* ---- rank and world size ------------------------------------------------- */
 
 struct rank_case {
