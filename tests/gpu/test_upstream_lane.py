@@ -64,7 +64,7 @@ def site_event(pid, site, frames, label=None):
             'nvtx': None, 'c_frames': 3}
 
 
-def end_entry(site, captures, recaptured, fallbacks=0):
+def end_entry(site, captures, recaptured, fallbacks=0, kinds=1):
     fresh = captures - recaptured - fallbacks
     return {'site': site, 'captures': captures, 'recaptured': recaptured,
             'by_recap': recaptured, 'fallbacks': fallbacks, 'fresh': fresh, 'observed': 0,
@@ -73,18 +73,20 @@ def end_entry(site, captures, recaptured, fallbacks=0):
             'reused': recaptured, 'new': captures - recaptured, 'update': 0,
             'delta': recaptured, 'reuse': 0, 'update_failures': 0, 'hits': 2 * recaptured,
             'misses': 1, 'backoffs': 0, 'inst_new_us': 355.2, 'reuse_us': 511.9,
-            'kept': 2, 'evicted': 0}
+            'kept': 2, 'evicted': 0, 'shapes_seen': kinds, 'shapes_more': False,
+            'shapes_counted': captures}
 
 
 def write_log(path, pid, sites, end=True):
-    """A process's log: sites = [(id, python frames, captures, recaptured)],
-    routine capture events thinned after 64 as recap writes them."""
+    """A process's log: sites = [(id, python frames, captures, recaptured
+    [, kinds])], routine capture events thinned after 64 as recap writes
+    them."""
     lines = [{'event': 'start', 'pid': pid, 'version': '0.1.0', 'exe': '/usr/bin/python3.12',
               'driver': 13000, 'recapture_api': False, 'mode': 'auto', 'sites': 'all',
               'config': None, 'log': path, 'rank': None, 'rank_var': None,
               'world_size': None, 'stack_depth': 8, 'python_skip': None,
               'routine_events_full': 64, 'degraded': False}]
-    for site, frames, captures, recaptured in sites:
+    for site, frames, captures, recaptured, *_ in sites:
         lines.append(site_event(pid, site, frames))
         for seq in range(1, captures + 1):
             if seq > 64 and seq & (seq - 1):
@@ -99,7 +101,8 @@ def write_log(path, pid, sites, end=True):
             lines.append(ev)
     if end:
         lines.append({'event': 'end', 'pid': pid,
-                      'sites': [end_entry(s, c, r) for s, _, c, r in sites],
+                      'sites': [end_entry(s, c, r, kinds=(k or [1])[0])
+                                for s, _, c, r, *k in sites],
                       'totals': {}, 'unmatched': [], 'resolved': {'dlsym': 75, 'procaddr': 1320}})
     with open(path, 'a', encoding='utf-8') as f:
         for ev in lines:
@@ -211,6 +214,15 @@ class Sites(Temp):
         self.assertEqual((row.captures, row.recaptured, row.firsts), (50, 44, 2))
         self.assertAlmostEqual(row.share, 44 / 48)
 
+    def test_kinds_first_seen_are_not_repeatable(self):
+        log = self.path('recap.jsonl')
+        write_log(log, 1, [('00000000000000a1', self.frames((11, 'test_loop')), 30, 24, 6)])
+        write_log(log, 2, [('00000000000000a1', self.frames((11, 'test_loop')), 30, 20, 3)])
+        row, = lane.site_rows([log])
+        self.assertEqual((row.kinds, row.repeatable), (9, 51))
+        self.assertAlmostEqual(row.share, 44 / 58)
+        self.assertAlmostEqual(row.repeatable_share, 44 / 51)
+
     def test_process_without_end_event_is_not_exact(self):
         log = self.path('recap.jsonl')
         write_log(log, 7, [('00000000000000a1', self.frames((11, 'test_loop')), 40, 39)],
@@ -255,14 +267,17 @@ class Sites(Temp):
                          ['tests/test_graph.py::TestGraph::test_loop'])
 
     def test_same_site_found_by_id_then_frames(self):
-        rows = [lane.SiteRow('00000000000000a1', 'x', ['f.py:1 (test_a)'], 30, 29, 1, 1.0, True),
-                lane.SiteRow('00000000000000c3', 'y', ['f.py:9 (test_b)'], 30, 29, 1, 1.0, True)]
+        rows = [lane.SiteRow('00000000000000a1', 'x', ['f.py:1 (test_a)'], 30, 29, 1, 1.0, True,
+                             1, 29, 1.0),
+                lane.SiteRow('00000000000000c3', 'y', ['f.py:9 (test_b)'], 30, 29, 1, 1.0, True,
+                             1, 29, 1.0)]
         same_id = rows[0]._replace(frames=['g.py:1 (test_z)'])
         self.assertIs(lane.find_site(rows, same_id), rows[0])
         moved = rows[1]._replace(id='00000000000000ff')
         self.assertIs(lane.find_site(rows, moved), rows[1])
         self.assertIsNone(lane.find_site(rows, lane.SiteRow('00000000000000ee', 'z', ['h.py:2 (t)'],
-                                                            30, 29, 1, 1.0, True)))
+                                                            30, 29, 1, 1.0, True, 1, 29,
+                                                            1.0)))
 
 
 # A stand-in for `python -m pytest` (and the lane's version probes): runs the
@@ -304,7 +319,8 @@ for t in chosen:
     if 'site' in spec[t]:
         frames = [f"{os.path.abspath(path)}:{spec[t]['line']} ({spec[t]['func']})"]
         recaptured = spec[t]['recaptured']['alone' if alone else 'whole']
-        sites.append((spec[t]['site'], frames, spec[t]['captures'], recaptured))
+        sites.append((spec[t]['site'], frames, spec[t]['captures'], recaptured,
+                      spec[t].get('kinds', 1)))
 with open(junit, 'w') as f:
     f.write('<testsuites><testsuite>' + ''.join(cases) + '</testsuite></testsuites>')
 if mode == 'recap':
@@ -362,11 +378,12 @@ class WholeLane(Temp):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn(f'PASS  cupy:{TEST_REL}  3 tests, outcomes identical', r.stdout)
         self.assertRegex(r.stdout, r'PASS  cupy:\S+ site 00000000000000a1  \S+::TestGraph::'
-                                   r'test_loop: 30 captures whole, repeated 100%; alone 30 '
-                                   r'captures, repeated 97%')
+                                   r'test_loop: 30 captures whole, 1 kind\(s\), repeated 100% '
+                                   r'of the captures after the first, 100% of the 29 of a kind '
+                                   r'seen before; alone 30 captures, 1 kind\(s\), repeated 97%')
         self.assertNotIn('00000000000000b2', r.stdout)    # 5 captures: not a busy site
         self.assertRegex(r.stdout, r'00000000000000a1\s+\S+::TestGraph::test_loop\s+30/30\s+'
-                                   r'100%/97%\s+PASS')
+                                   r'1/1\s+100%/97%\s+100%/97%\s+PASS')
         self.assertIn('summary: 2 passed, 0 failed, 0 skipped', r.stdout)
         calls = self.calls_made()
         # plain, recap, then the site's test alone under recap
@@ -388,7 +405,24 @@ class WholeLane(Temp):
         r = self.lane(self.spec(test_loop={'recaptured': {'whole': 29, 'alone': 20}}))
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertRegex(r.stdout, r'FAIL  cupy:\S+ site 00000000000000a1 .*alone 30 captures, '
-                                   r'repeated 69%')
+                                   r'1 kind\(s\), repeated 69% of the captures after the first, '
+                                   r'69% of the 29 of a kind seen before')
+
+    def test_new_kinds_are_not_counted_against_the_site(self):
+        # 30 captures of 6 kinds: 24 could repeat one seen before, and all
+        # 24 were repeated; 24 of the 29 after the first is 83 %.
+        r = self.lane(self.spec(test_loop={'kinds': 6, 'recaptured': {'whole': 24, 'alone': 24}}))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r'PASS  cupy:\S+ site 00000000000000a1 .*30 captures whole, '
+                                   r'6 kind\(s\), repeated 83% of the captures after the first, '
+                                   r'100% of the 24 of a kind seen before')
+
+    def test_a_site_short_of_its_repeatable_captures_fails(self):
+        r = self.lane(self.spec(test_loop={'kinds': 6, 'recaptured': {'whole': 24, 'alone': 9}}))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r'FAIL  cupy:\S+ site 00000000000000a1 .*alone 30 captures, '
+                                   r'6 kind\(s\), repeated 31% of the captures after the first, '
+                                   r'38% of the 24 of a kind seen before')
 
     def test_recap_settings_reach_only_the_runs_under_recap(self):
         r = self.lane(self.spec(), '--recap-env', 'RECAP_COPY_HELD=on')
