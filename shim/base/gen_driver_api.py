@@ -23,7 +23,8 @@ import sys
 ROLES_WITH_WRAPPER = {
     "proc_v1", "proc_v2", "begin", "begin_v1", "end", "query", "op", "alloc",
     "graph_destroy", "exec_destroy", "inst_flags", "inst_params",
-    "inst_legacy", "exec_mutate", "graph_mutate", "graph_read", "uobj_retain", "uobj_release",
+    "inst_legacy", "exec_mutate", "graph_mutate", "graph_read", "graph_walk", "uobj_retain",
+    "uobj_release",
     "guard", "release", "meminfo", "ctx_teardown", "code_unload",
 }
 # "+keep=K" on any row: device memory kept between a site's captures
@@ -418,6 +419,7 @@ ROLE_ENUM = {
     "exec_destroy": "EXEC_DESTROY", "inst_flags": "INSTANTIATE",
     "inst_params": "INSTANTIATE", "inst_legacy": "INSTANTIATE",
     "exec_mutate": "EXEC_MUTATE", "graph_mutate": "GRAPH_MUTATE", "graph_read": "GRAPH_READ",
+    "graph_walk": "GRAPH_READ",
     "uobj_retain": "GRAPH_MUTATE", "uobj_release": "GRAPH_MUTATE",
     "guard": "GUARD", "release": "RELEASE", "meminfo": "MEMINFO", "ctx_teardown": "CTX_TEARDOWN",
     "code_unload": "CODE_UNLOAD",
@@ -613,6 +615,8 @@ def wrapper_body(e):
                                         % (e.symbol, call))
     if e.role == "graph_read":
         return graph_call_check(e) + "self_record_graphs_current();\n    return %s;" % call
+    if e.role == "graph_walk":
+        return graph_call_check(e) + "return %s;" % call
     if e.role == "ctx_teardown":
         return 'lifecycle_context_teardown("%s");\n    return %s;' % (e.symbol, call)
     if e.role == "code_unload":

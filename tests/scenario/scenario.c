@@ -1724,6 +1724,10 @@ int main(int argc, char **argv)
      * destroyed (as PyTorch in debug mode). */
     if (!strncmp(name, "keep_every_graph", 16) || getenv("SCENARIO_KEEP_EVERY_GRAPH"))
         o.keep_every_graph = 1;
+    /* SCENARIO_COUNT_NODES=1: any loop scenario counts its graph's nodes
+     * after each end, as PyTorch's capture_end does. */
+    if (getenv("SCENARIO_COUNT_NODES"))
+        o.count_nodes = 1;
 
     if (!strcmp(name, "cross_thread"))
         rc = run_cross_thread(iters);

@@ -64,6 +64,7 @@ struct sc_options {
     int instantiate_variant;        /* 0 WithFlags, 1 WithParams, 2 legacy, 3 WithParams+UPLOAD */
     int keep_graph_until_next;      /* destroy the graph one iteration late */
     int keep_every_graph;           /* never destroy a graph (PyTorch's debug mode) */
+    int count_nodes;                /* count the graph's nodes after its end (PyTorch does) */
 };
 
 /* Whether the kernels are a library's CUkernels, launched as the CUDA

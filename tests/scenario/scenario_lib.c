@@ -251,6 +251,9 @@ int sc_iteration(struct sc_context *c, int it, const struct sc_recipe *r,
     for (int i = 0; i < r->n; i++)
         NOTE(sc_enqueue(c, &r->op[i]));
     NOTE(cuStreamEndCapture(c->stream[0], &graph));
+    size_t nodes = 0;
+    if (graph && o->count_nodes)
+        NOTE(cuGraphGetNodes(graph, NULL, &nodes));
     if (graph) {
         NOTE(instantiate(&exec, graph, o, c->stream[0]));
         if (exec) {

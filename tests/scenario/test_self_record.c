@@ -39,6 +39,7 @@ static void sr_spec(struct run_spec *spec, const char *name, int iters, const ch
     const char *async = getenv("STANDIN_ASYNC");
     run_setenv(spec, "STANDIN_ASYNC", "%s", async && *async ? async : "0");
     run_forward_env(spec, "SCENARIO_KERNELS");
+    run_forward_env(spec, "SCENARIO_COUNT_NODES");
 }
 
 /* RECAP_COPY_HELD for the run under recap, where a test sets it. */
@@ -215,6 +216,29 @@ Test(self_record, without_copies_a_program_that_keeps_every_graph_is_told, .time
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "keeps the graphs it captures",
                                  "RECAP_COPY_HELD=on", NULL), 1);
     sr_done(&o);
+}
+
+/* PyTorch counts a graph's nodes at every capture's end
+ * (cuGraphGetNodes with no array). Counting reads structure, which a
+ * recorded capture never changes: it must not write the recorded
+ * arguments into the graph's nodes (a setter per changed node, 10 us a
+ * decode step on the H200), only a read of node parameters does. */
+Test(self_record, counting_a_graphs_nodes_writes_no_argument, .timeout = 300)
+{
+    struct sr_outcome plain, counting;
+    sr_compare("delta", 40, &plain);
+    setenv("SCENARIO_COUNT_NODES", "1", 1);
+    sr_compare("delta", 40, &counting);
+    unsetenv("SCENARIO_COUNT_NODES");
+    cr_expect_geq(by_recap(&counting), 38);
+    cr_expect_eq(run_stat(counting.base_stats, "cuGraphGetNodes"), 40, "the program did not count");
+    cr_expect_eq(run_stat(counting.stats, "cuGraphKernelNodeSetParams_v2"),
+                 run_stat(plain.stats, "cuGraphKernelNodeSetParams_v2"),
+                 "counting nodes wrote %ld arguments into graph nodes, %ld without counting",
+                 run_stat(counting.stats, "cuGraphKernelNodeSetParams_v2"),
+                 run_stat(plain.stats, "cuGraphKernelNodeSetParams_v2"));
+    sr_done(&plain);
+    sr_done(&counting);
 }
 
 /* Recordings describe their graph until the program edits some graph:
