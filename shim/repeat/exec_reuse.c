@@ -402,8 +402,11 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     }
     PHASE_MARK(PHASE_INST_ADOPT, t_synced, t_adopted);
     if (e) {
-        e->synced_serial = g->serial;
-        e->synced_version = g->version;
+        /* Field by field: a wider load would also read the copy flags
+         * beside them, which cache_lock guards (helgrind saw the compiler
+         * read version with its neighbours in one 16-byte load). */
+        e->synced_serial = __atomic_load_n(&g->serial, __ATOMIC_RELAXED);
+        e->synced_version = __atomic_load_n(&g->version, __ATOMIC_RELAXED);
         e->synced_epoch = cache_graph_edit_epoch();
         r = upload_if_asked(rq, exec_rec_exec(e));
         if (r == CUDA_SUCCESS) {
