@@ -735,7 +735,7 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
      * of the newest graph it keeps, if it kept them alike. */
     const char *no_copy = NULL;
     if (!target && cap->copy_wanted &&
-        (target = graph_copy_of_held(site, cache_graph_edit_epoch(), cap->copy_wanted, 0, &no_copy)))
+        (target = graph_copy_of_held(site, cache_graph_edit_epoch(), cap->copy_wanted, cap->copy_wanted, 0, &no_copy)))
         cap->candidates = 1;
     else if (!target && no_copy)
         ctab_set_reason(cap, no_copy);

@@ -174,7 +174,7 @@ int recorded_take(struct capture *cap)
     /* None released, as where the program keeps what it captures: a copy
      * of the newest graph it keeps, if it kept them alike. */
     const char *no_copy = NULL;
-    if (n == 0 && (graphs[0] = graph_copy_of_held(cap->site, epoch, 0, 1, &no_copy)) != NULL)
+    if (n == 0 && (graphs[0] = graph_copy_of_held(cap->site, epoch, 0, 0, 1, &no_copy)) != NULL)
         n = 1;
     cap->candidates = n;
     if (n == 0) {

@@ -49,9 +49,9 @@ static struct journal *recording_for_clone(const struct journal *original, CUgra
 }
 
 struct graph_rec *graph_copy_of_held(struct site *site, unsigned long epoch, uint64_t signature,
-                                     int recorded, const char **why)
+                                     uint64_t prefer, int recorded, const char **why)
 {
-    struct graph_rec *held = cache_graph_pin_held(site, epoch, signature, recorded, why);
+    struct graph_rec *held = cache_graph_pin_held(site, epoch, signature, prefer, recorded, why);
     if (!held)
         return NULL;
     CUgraph original = graph_rec_graph(held), clone = NULL;

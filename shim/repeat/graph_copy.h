@@ -20,13 +20,15 @@
 
 struct site;
 
-/* A TAKEN copy of the site's newest held graph when the program kept
- * graphs alike (cache_graph_pin_held), of this signature (0: any): for a
+/* A TAKEN copy of the site's newest held graph (of signature `prefer`
+ * where one of the last few kept has it; with none, the kind due next
+ * where kinds take turns) when the program kept graphs alike
+ * (cache_graph_pin_held), of this signature (0: any): for a
  * capture recap records (`recorded`: the copy gets the original's
  * recording, mapped) or for the driver to recapture into. NULL when there
  * is none to copy or a driver call failed (logged); then *why says why
  * where the program keeps a graph at the site (NULL where it keeps none). */
 struct graph_rec *graph_copy_of_held(struct site *site, unsigned long epoch, uint64_t signature,
-                                     int recorded, const char **why);
+                                     uint64_t prefer, int recorded, const char **why);
 
 #endif

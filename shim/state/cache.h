@@ -205,14 +205,17 @@ void cache_graph_hand_out(struct graph_rec *rec);
  * another thread, which reads it without cache_lock.) */
 void cache_graph_note_held(struct graph_rec *rec);
 
-/* The site's newest held graph, when the program kept graphs alike (or
- * the site was copied from before), no edit since `epoch` may have changed
- * it, it has this signature (0: any) and, if `need_recording`, a recording
- * valid as of `epoch`: marked as being copied (a destroy of it waits)
- * until cache_graph_unpin_held. NULL otherwise, with *why saying why where
- * the program does keep a graph here (else NULL). */
+/* The site's newest held graph - or the newest of signature `prefer` (0:
+ * none) among the last SITES_HELD_RECENT kept, or without one where the
+ * kinds kept take turns the one due next - when the program kept graphs
+ * alike (or of that kind among others, or the site was copied from
+ * before), no edit since `epoch` may have changed it, it has
+ * this signature (0: any) and, if `need_recording`, a recording valid as
+ * of `epoch`: marked as being copied (a destroy of it waits) until
+ * cache_graph_unpin_held. NULL otherwise, with *why saying why where the
+ * program does keep a graph here (else NULL). */
 struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
-                                       int need_recording, const char **why);
+                                       uint64_t prefer, int need_recording, const char **why);
 
 /* Ends the copy of a pinned graph. `copy` (NULL: the copy failed) becomes
  * a TAKEN graph of the site with `recording` (owned from here; NULL: none)

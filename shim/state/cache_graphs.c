@@ -152,15 +152,62 @@ static void tell_keeping(struct site *site, int copying)
                             "called)", copying ? " but into copies" : "");
 }
 
-/* The site's newest held graph, if the program still holds it. */
-static struct graph_rec *held_newest_locked(struct site *site)
+/* The site's k-th newest held graph (0: the newest), if the program still
+ * holds it. */
+static struct graph_rec *held_recent_locked(struct site *site, unsigned k)
 {
-    if (!site->held_newest)
+    if (k >= SITES_HELD_RECENT || k >= site->held_next)
         return NULL;
-    struct graph_rec *g = hmap_get(&kinds[CACHE_GRAPHS].by_handle, site->held_newest);
-    if (!g || g->entry.state != CACHE_HELD || g->serial != site->held_newest_serial)
+    const struct site_held_ref *ref = &site->held_recent[(site->held_next - 1 - k) % SITES_HELD_RECENT];
+    struct graph_rec *g = hmap_get(&kinds[CACHE_GRAPHS].by_handle, ref->handle);
+    if (!g || g->entry.state != CACHE_HELD || g->serial != ref->serial)
         return NULL;
     return g;
+}
+
+static struct graph_rec *held_newest_locked(struct site *site)
+{
+    return held_recent_locked(site, 0);
+}
+
+/* The newest held graph of this signature other than the newest of all,
+ * where the program keeps two or more: graphs of kinds that take turns. */
+static struct graph_rec *held_older_of_locked(struct site *site, uint64_t signature)
+{
+    for (unsigned k = 1; k < SITES_HELD_RECENT; k++) {
+        struct graph_rec *g = held_recent_locked(site, k);
+        if (g && g->signature == signature)
+            return g;
+    }
+    return NULL;
+}
+
+/* Where the kinds of the last graphs kept take turns with a period of 2
+ * or more captures (A, B, A, B, as an optimizer's
+ * per-tensor and foreach steps alternate), the kept graph whose kind
+ * comes next: the one `period` captures back. NULL where they repeat one
+ * kind or change for good, where the newest is the better guess. */
+static struct graph_rec *held_next_in_turn_locked(struct site *site)
+{
+    uint64_t sig[SITES_HELD_RECENT];
+    unsigned n = 0;
+    while (n < SITES_HELD_RECENT) {
+        struct graph_rec *g = held_recent_locked(site, n);
+        if (!g || !g->signature)
+            break;
+        sig[n++] = g->signature;
+    }
+    /* Seen once round and one more (A, B, A): a site's gate closes after
+     * a few captures that found nothing to copy, so waiting for two whole
+     * rounds would come too late. */
+    for (unsigned period = 2; period < n; period++) {
+        int turns = sig[0] != sig[1];
+        for (unsigned k = 0; turns && k < period && k + period < n; k++)
+            turns = sig[k] == sig[k + period];
+        if (turns)
+            return held_recent_locked(site, period - 1);
+    }
+    return NULL;
 }
 
 void cache_graph_note_held(struct graph_rec *rec)
@@ -172,8 +219,11 @@ void cache_graph_note_held(struct graph_rec *rec)
     struct graph_rec *before = held_newest_locked(site);
     int alike = before && before != rec && before->signature == rec->signature;
     site->held_alike = alike ? site->held_alike + 1 : 0;
-    site->held_newest = rec->entry.handle;
-    site->held_newest_serial = rec->serial;
+    if (before != rec) {
+        struct site_held_ref *ref = &site->held_recent[site->held_next++ % SITES_HELD_RECENT];
+        ref->handle = rec->entry.handle;
+        ref->serial = rec->serial;
+    }
     /* Without copies the site stops recording here: said once. */
     int tell = alike && !runtime_settings.copy_held && !site->held_told;
     site->held_told |= tell;
@@ -183,26 +233,39 @@ void cache_graph_note_held(struct graph_rec *rec)
 }
 
 struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
-                                       int need_recording, const char **why)
+                                       uint64_t prefer, int need_recording, const char **why)
 {
     *why = NULL;
     pthread_mutex_lock(&cache_lock);
     struct graph_rec *g = held_newest_locked(site);
-    /* Two alike kept in a row: the program keeps what it captures here,
-     * and a copy is what the next capture would make anyway. Once the
-     * site has been copied from, the newest is copied even where it is
-     * the first of its kind: a program that keeps its graphs and moves to
-     * other kernels (an optimizer's variants, one after another) repeats
-     * the new kind from its second capture on, as where it destroys them.
-     * A copy of the wrong kind costs a clone and falls back, counted by
-     * the site's gate like any miss. */
+    /* The kind asked for (the recapture API's guess), or where the kinds
+     * kept take turns the one due next (an optimizer's variants): the
+     * newest of that kind, not the newest of all. Found among older ones,
+     * it also shows the program keeps what it captures. */
+    struct graph_rec *preferred = NULL;
+    if (g && prefer && g->signature != prefer)
+        preferred = held_older_of_locked(site, prefer);
+    else if (g && !prefer)
+        preferred = held_next_in_turn_locked(site);
+    int keeps = site->held_alike >= 1 || site->held_copies > 0 || preferred;
+    if (preferred)
+        g = preferred;
+    /* Two alike kept in a row (or the guessed kind kept among others):
+     * the program keeps what it captures here, and a copy is what the
+     * next capture would make anyway. Once the site has been copied from,
+     * the newest is copied even where it is the first of its kind: a
+     * program that keeps its graphs and moves to other kernels (an
+     * optimizer's variants, one after another) repeats the new kind from
+     * its second capture on, as where it destroys them. A copy of the
+     * wrong kind costs a clone and falls back, counted by the site's gate
+     * like any miss. */
     if (!g)
         *why = NULL;
     else if (!runtime_settings.copy_held)
         *why = "the program keeps its graphs here and copies are off (RECAP_COPY_HELD=off)";
     else if (site->cache_closed)
         *why = NULL;
-    else if (site->held_alike < 1 && site->held_copies == 0)
+    else if (!keeps)
         *why = "the program keeps its graphs here, but not yet two alike in a row to copy from";
     else if (g->edited || g->shape_epoch != epoch)
         *why = "the graph the program keeps here was edited since its capture: not copied";

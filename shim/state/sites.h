@@ -75,6 +75,9 @@ struct site_stream {
 /* Distinct kinds of graph a site tells apart over the whole run (the log's
  * "shapes_seen"); more are only said to be more. */
 #define SITES_KINDS_SEEN 32
+/* Graphs the program keeps, newest first, that a copy may be made from:
+ * enough for the kinds of an optimizer's variants, taken in turn. */
+#define SITES_HELD_RECENT 8
 
 /* Distinct fallback reasons a site counts exactly (the rest as "other"). */
 #define SITES_FALLBACK_REASONS 8
@@ -127,11 +130,15 @@ struct site {
     struct cache_entry *released_newest[SITES_RELEASED_KINDS];
     struct cache_entry *released_oldest[SITES_RELEASED_KINDS];
     struct site_cache_counts cache;
-    /* The newest graph of the site the program holds (it may be gone
-     * since: found again by handle and serial), and how many graphs in a
-     * row the program kept alike (one signature) instead of destroying. */
-    const void *held_newest;
-    uint64_t held_newest_serial;
+    /* The newest graphs of the site the program holds, newest at
+     * held_recent[held_next - 1] (they may be gone since: found again by
+     * handle and serial), and how many graphs in a row the program kept
+     * alike (one signature) instead of destroying. */
+    struct site_held_ref {
+        const void *handle;
+        uint64_t serial;
+    } held_recent[SITES_HELD_RECENT];
+    unsigned held_next;
     int held_alike;
     unsigned long held_copies;          /* graphs recap copied from one it holds */
     int held_told;                      /* the log said it keeps them (no copies) */

@@ -636,8 +636,10 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
          * launches another kernel there (an odd step, as an optimizer's
          * variant picks one), so that capture leaves the graph it began
          * recording into. pool_keep_graphs_kinds: the kernel changes for
-         * good every fifth capture (one variant after another). */
-        int other = odd == 1 ? it % 6 == 4 : odd == 2 ? (it / 5) % 2 : 0;
+         * good every fifth capture (one variant after another);
+         * pool_keep_graphs_turns: two kernels take turns (per-tensor and
+         * foreach variants of one optimizer step, alternately). */
+        int other = odd == 1 ? it % 6 == 4 : odd == 2 ? (it / 5) % 2 : odd == 3 ? it % 2 : 0;
         int axpy = other ? (int)launch_on(ctx.shift, ctx.stream[0], shift_params)
                          : (int)launch_on(ctx.axpy, ctx.stream[0], params);
         int alloc2 = (int)alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
@@ -1781,7 +1783,8 @@ int main(int argc, char **argv)
         rc = run_pool(iters, !strcmp(name, "pool_pressure"), !strncmp(name, "pool_keep_graphs", 16),
                       !strcmp(name, "pool_meminfo"), !strcmp(name, "pool_before"),
                       !strcmp(name, "pool_keep_graphs_odd") ? 1 :
-                      !strcmp(name, "pool_keep_graphs_kinds") ? 2 : 0);
+                      !strcmp(name, "pool_keep_graphs_kinds") ? 2 :
+                      !strcmp(name, "pool_keep_graphs_turns") ? 3 : 0);
     else if (!strcmp(name, "events_fork_join"))
         rc = run_temporary_events(iters, 0, 0);
     else if (!strcmp(name, "events_other_thread"))

@@ -269,6 +269,24 @@ Test(kept_memory, a_program_keeping_its_graphs_repeats_each_new_kind_from_its_se
     pool_done(&o);
 }
 
+/* A program that keeps its graphs and whose kernels take turns
+ * (pool_keep_graphs_turns: two kernels alternating, as an optimizer's
+ * per-tensor and foreach steps do in PyTorch's test_graph_optims) never
+ * keeps two alike in a row, and the newest graph kept is always of the
+ * other kind: the kind due next is copied, from the fourth capture on
+ * (A, B, A seen). Copying the newest only recorded none of them. */
+Test(kept_memory, a_program_keeping_graphs_that_take_turns_is_recorded)
+{
+    struct pool_run o;
+    pool_compare("pool_keep_graphs_turns", "13000", NULL, &o);
+    long fallbacks = run_log_total(o.log, "fallbacks"), recorded = run_log_total(o.log, "by_recap");
+    cr_expect_eq(recorded, STEPS - 3, "%ld of %d captures recorded, expected all from the fourth",
+                 recorded, STEPS);
+    cr_expect_eq(fallbacks, 0, "%ld copies of the wrong kind", fallbacks);
+    cr_expect_eq(run_stat(o.stats, "cuGraphClone"), recorded);
+    pool_done(&o);
+}
+
 /* cuMemGetInfo counts the memory recap keeps for the next capture as
  * free (recap gives it back when an allocation needs it): the free memory
  * the program reads after each step is what it reads with keep_memory off.
