@@ -732,10 +732,11 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     pthread_mutex_unlock(&site->lock);
     cache_site_gate_changed(site, change);
     /* None released, as where the program keeps what it captures: a copy
-     * of the newest graph it keeps, if it kept them alike. */
+     * of the newest graph it keeps of the signature wanted. */
     const char *no_copy = NULL;
     if (!target && cap->copy_wanted &&
-        (target = graph_copy_of_held(site, cache_graph_edit_epoch(), cap->copy_wanted, cap->copy_wanted, 0, &no_copy)))
+        (target = graph_copy_of_held(site, cache_graph_edit_epoch(), cap->copy_wanted,
+                                     cap->copy_wanted, 0, &no_copy)))
         cap->candidates = 1;
     else if (!target && no_copy)
         ctab_set_reason(cap, no_copy);

@@ -172,7 +172,7 @@ int recorded_take(struct capture *cap)
     int n = cache_take_candidates(cap->site, epoch, stream_guess(cap), cap->origin.key, graphs,
                                   MATCH_MAX_CANDIDATES);
     /* None released, as where the program keeps what it captures: a copy
-     * of the newest graph it keeps, if it kept them alike. */
+     * of a graph it keeps (cache_graph_pin_held says which, or why none). */
     const char *no_copy = NULL;
     if (n == 0 && (graphs[0] = graph_copy_of_held(cap->site, epoch, 0, 0, 1, &no_copy)) != NULL)
         n = 1;

@@ -209,9 +209,9 @@ void cache_graph_note_held(struct graph_rec *rec);
  * none) among the last SITES_HELD_RECENT kept, or without one where the
  * kinds kept take turns the one due next - when the program kept graphs
  * alike (or of that kind among others, or the site was copied from
- * before), no edit since `epoch` may have changed it, it has
- * this signature (0: any) and, if `need_recording`, a recording valid as
- * of `epoch`: marked as being copied (a destroy of it waits) until
+ * before), no edit since `epoch` may have changed it, it has this
+ * signature (0: any) and, if `need_recording`, a recording valid as of
+ * `epoch`: marked as being copied (a destroy of it waits) until
  * cache_graph_unpin_held. NULL otherwise, with *why saying why where the
  * program does keep a graph here (else NULL). */
 struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,

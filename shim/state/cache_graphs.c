@@ -183,9 +183,9 @@ static struct graph_rec *held_older_of_locked(struct site *site, uint64_t signat
 }
 
 /* Where the kinds of the last graphs kept take turns with a period of 2
- * or more captures (A, B, A, B, as an optimizer's
- * per-tensor and foreach steps alternate), the kept graph whose kind
- * comes next: the one `period` captures back. NULL where they repeat one
+ * or more captures (A, B, A, B, as an optimizer's per-tensor and foreach
+ * steps alternate), the kept graph whose kind comes next: the one
+ * `period` captures before the next. NULL where they repeat one
  * kind or change for good, where the newest is the better guess. */
 static struct graph_rec *held_next_in_turn_locked(struct site *site)
 {
