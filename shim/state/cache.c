@@ -98,8 +98,8 @@ static void entry_destroy_waiting(struct cache_entry *e, int wait)
     CUresult r = k == CACHE_GRAPHS ? DRV_REAL(cuGraphDestroy)((CUgraph)e->handle)
                                    : DRV_REAL(cuGraphExecDestroy)((CUgraphExec)e->handle);
     if (r != CUDA_SUCCESS)
-        event_own_call_failed(e->site, k == CACHE_GRAPHS ? "cuGraphDestroy" : "cuGraphExecDestroy",
-                              r, "the object may stay allocated");
+        event_release_failed(e->site, k == CACHE_GRAPHS ? "cuGraphDestroy" : "cuGraphExecDestroy",
+                             r, "the object may stay allocated");
     cache_entry_free(e);
 }
 

@@ -353,6 +353,13 @@ void event_own_call_failed(const struct site *site, const char *symbol, int resu
     event_warning(site, "%s failed (%s): %s", symbol, drv_result_name((CUresult)result), consequence);
 }
 
+void event_release_failed(const struct site *site, const char *symbol, int result,
+                          const char *consequence)
+{
+    if (result != CUDA_ERROR_DEINITIALIZED)
+        event_own_call_failed(site, symbol, result, consequence);
+}
+
 void event_comm_teardown(const char *call, int released, int forwarded)
 {
     struct jlog_line l;

@@ -80,6 +80,13 @@ void event_end(const struct event_end_above *above);
 void event_own_call_failed(const struct site *site, const char *symbol, int result,
                            const char *consequence);
 
+/* The same for a call that gives back what recap keeps (a destroy, a
+ * free), except where the driver answers CUDA_ERROR_DEINITIALIZED: it is
+ * shutting down (a program's exit ran ahead of recap's teardown) and
+ * takes everything with it, so there is nothing left to warn of. */
+void event_release_failed(const struct site *site, const char *symbol, int result,
+                          const char *consequence);
+
 /* In a fork child: its first event opens its own log with a "start". */
 void event_after_fork_child(void);
 

@@ -298,7 +298,7 @@ static int release_all(int tell)
         next = b->next_kept;
         CUresult r = DRV_REAL(cuMemFree_v2)(b->ptr);
         if (r != CUDA_SUCCESS)
-            event_own_call_failed(b->site, "cuMemFree_v2", r, "the memory may stay allocated");
+            event_release_failed(b->site, "cuMemFree_v2", r, "the memory may stay allocated");
         __atomic_sub_fetch(&kept_bytes, b->size, __ATOMIC_RELAXED);
         cache_charge_kept_memory(-(long long)b->size);
         free(b);

@@ -287,6 +287,40 @@ Test(kept_memory, a_program_keeping_graphs_that_take_turns_is_recorded)
     pool_done(&o);
 }
 
+/* What recap gives back at the end (SCENARIO_DRAIN) fails to free: a
+ * failure is logged, but not where the driver is shutting down
+ * (CUDA_ERROR_DEINITIALIZED, as at a PyTorch program's exit, where every
+ * destroy and free of recap's teardown failed so and filled the log with
+ * "may stay allocated"): the driver takes it all with it. */
+Test(kept_memory, a_driver_shutting_down_is_not_warned_of)
+{
+    static const struct { const char *code; long warnings; } cases[] = {
+        { "4", 0 },     /* CUDA_ERROR_DEINITIALIZED */
+        { "1", 1 },     /* CUDA_ERROR_INVALID_VALUE: at least one warning */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct run_result res;
+        char *dir = NULL;
+        char log[RUN_PATH_MAX], stats[RUN_PATH_MAX], base_stats[RUN_PATH_MAX];
+        run_pair_paths(&dir, log, stats, base_stats);
+        struct run_spec spec;
+        pool_spec(&spec, "pool", "13000", stats);
+        spec.with_recap = 1;
+        run_setenv(&spec, "RECAP_LOG", "%s", log);
+        run_setenv(&spec, "STANDIN_FAULTS", "cuMemFree_v2@1+=%s", cases[i].code);
+        cr_assert_eq(run_program(&spec, &res), 0);
+        cr_assert_eq(res.status, 0, "%s", res.err);
+        long warned = run_count_lines(log, "\"event\":\"warning\"", "may stay allocated", NULL);
+        if (cases[i].warnings)
+            cr_expect_geq(warned, cases[i].warnings, "error %s: no warning", cases[i].code);
+        else
+            cr_expect_eq(warned, 0, "error %s: %ld warnings of a driver shutting down",
+                         cases[i].code, warned);
+        run_result_free(&res);
+        run_cleanup_dir(dir);
+    }
+}
+
 /* cuMemGetInfo counts the memory recap keeps for the next capture as
  * free (recap gives it back when an allocation needs it): the free memory
  * the program reads after each step is what it reads with keep_memory off.
