@@ -53,10 +53,17 @@ int recorded_possible(const struct site *site)
            drv_real_fn[DRV_cuStreamGetCaptureInfo_v3] != NULL;
 }
 
-static void give_back(struct graph_rec **graphs, int n, int rewritten)
+/* Candidates go back to the site's cache, or - graphs the program keeps,
+ * pinned for comparison (cap->held_match) - back to the program,
+ * untouched. */
+static void give_back(struct capture *cap, struct graph_rec **graphs, int n, int rewritten)
 {
-    for (int i = 0; i < n; i++)
-        cache_graph_give_back(graphs[i], rewritten);
+    for (int i = 0; i < n; i++) {
+        if (cap->held_match)
+            cache_graph_unpin_held(graphs[i], NULL, NULL, cap->held_epoch);
+        else
+            cache_graph_give_back(graphs[i], rewritten);
+    }
 }
 
 /* The capture stops choosing without binding: every candidate goes back
@@ -66,8 +73,9 @@ static void stop_matching(struct capture *cap)
     struct graph_rec *all[MATCH_MAX_CANDIDATES];
     int nall;
     match_finish(cap->match, -1, all, &nall);
-    give_back(all, nall, 0);
+    give_back(cap, all, nall, 0);
     cap->matching = 0;
+    cap->held_match = 0;
 }
 
 /* The capture keeps the graph it is bound to: the others it held in
@@ -174,8 +182,19 @@ int recorded_take(struct capture *cap)
     /* None released, as where the program keeps what it captures: a copy
      * of a graph it keeps (cache_graph_pin_held says which, or why none). */
     const char *no_copy = NULL;
-    if (n == 0 && (graphs[0] = graph_copy_of_held(cap->site, epoch, 0, 0, 1, &no_copy)) != NULL)
-        n = 1;
+    if (n == 0) {
+        /* Several kinds kept: compared call by call, the one chosen copied
+         * then; one kind: copied at once, as before any call. */
+        n = cache_graph_pin_held_kinds(cap->site, epoch, graphs, MATCH_MAX_CANDIDATES, &no_copy);
+        for (int i = 0; i < n; i++)
+            self_record_flush(graphs[i]->recording);   /* nothing left stale while compared */
+        if (n > 1) {
+            cap->held_match = 1;
+            cap->held_epoch = epoch;
+        } else if (n == 1 && !(graphs[0] = graph_copy_pinned(graphs[0], epoch, 1, &no_copy))) {
+            n = 0;
+        }
+    }
     cap->candidates = n;
     if (n == 0) {
         ctab_set_reason(cap, no_copy ? no_copy : "no released graph recap recorded at this site");
@@ -187,7 +206,8 @@ int recorded_take(struct capture *cap)
     if (n > 1 && !cap->match)
         cap->match = malloc(sizeof *cap->match);
     if (!cap->self || (n > 1 && !cap->match)) {
-        give_back(graphs, n, 0);
+        give_back(cap, graphs, n, 0);
+        cap->held_match = 0;
         ctab_set_reason(cap, "recap ran out of memory");
         return 0;
     }
@@ -195,9 +215,10 @@ int recorded_take(struct capture *cap)
      * it were the only one kept: its calls cost what a site of one graph
      * costs. The others wait, to be compared only if it differs
      * (rematch). Where the guess has missed of late, all are compared
-     * from the begin, the guess leading. */
-    cap->guess_open = n > 1;
-    if (n > 1 && !site_trusts_guess(cap->site)) {
+     * from the begin, the guess leading; so are graphs the program keeps,
+     * which are never written into (the one chosen is copied). */
+    cap->guess_open = n > 1 && !cap->held_match;
+    if (n > 1 && (cap->held_match || !site_trusts_guess(cap->site))) {
         match_start(cap->match, graphs, n, cap->origin.key);
         cap->matching = 1;
     } else {
@@ -237,14 +258,66 @@ cuuint64_t recorded_capture_id(void)
  * 0; or -1 with `why` when the driver refused a write, and the capture
  * must switch: the refused call is then the journal's last one, and
  * removed from it (*refused_last) when it is the call being made. */
+static int record_journal_into(struct capture *cap, struct graph_rec *g, int *refused_last,
+                               char *why, size_t len);
+
 static int bind_to(struct capture *cap, int which, int *refused_last, char *why, size_t len)
 {
     struct graph_rec *others[MATCH_MAX_CANDIDATES];
     int nothers;
     tell_guess(cap, which == 0);      /* matching from the begin: 0 was the guess */
     struct graph_rec *g = match_finish(cap->match, which, others, &nothers);
-    give_back(others, nothers, 0);
+    give_back(cap, others, nothers, 0);
     cap->matching = 0;
+    if (cap->held_match) {
+        /* The program's graph chosen: a copy of it is what the capture
+         * records into (shim/repeat/graph_copy.h). */
+        const char *no_copy = NULL;
+        cap->held_match = 0;
+        g = graph_copy_pinned(g, cap->held_epoch, 1, &no_copy);
+        if (!g) {
+            snprintf(why, len, "%s", no_copy ? no_copy : "recap could not copy the graph kept");
+            *refused_last = 0;
+            return -1;
+        }
+    }
+    return record_journal_into(cap, g, refused_last, why, len);
+}
+
+/* Graphs the program keeps still compared when a call needs a node now
+ * (a new memset or copy address, which the driver checks only there): a
+ * copy of the leader is bound to, and the others stay pinned in reserve,
+ * compared again (rematch) if that copy differs later. Binding outright
+ * left a capture that went on like another kept graph nothing to fall
+ * back on but the driver. Returns as bind_to. */
+static int bind_held_keeping_reserve(struct capture *cap, int *refused_last, char *why,
+                                     size_t len)
+{
+    struct graph_rec *leader = match_detach(cap->match, match_leader(cap->match));
+    const char *no_copy = NULL;
+    struct graph_rec *g = graph_copy_pinned(leader, cap->held_epoch, 1, &no_copy);
+    cap->matching = 0;
+    cap->reserve = cap->match->live > 0;
+    if (!cap->reserve)
+        cap->held_match = 0;
+    if (!g) {
+        drop_reserve(cap);
+        snprintf(why, len, "%s", no_copy ? no_copy : "recap could not copy the graph kept");
+        *refused_last = 0;
+        return -1;
+    }
+    if (record_journal_into(cap, g, refused_last, why, len) != 0) {
+        drop_reserve(cap);
+        return -1;
+    }
+    return 0;
+}
+
+/* The calls so far (the journal) written into `g`, the capture's graph
+ * from now on, as if it had been the only candidate from the begin. */
+static int record_journal_into(struct capture *cap, struct graph_rec *g, int *refused_last,
+                               char *why, size_t len)
+{
     cap->target = g;
     self_record_start(cap->self, g->recording, cap->origin.key);
     struct journal *j = &cap->journal;
@@ -307,7 +380,7 @@ static int rematch(struct capture *cap, char *why, size_t len)
     struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
     int ndropped;
     int live = match_resume(cap->match, &cap->journal, dropped, &ndropped, why, len);
-    give_back(dropped, ndropped, 0);
+    give_back(cap, dropped, ndropped, 0);
     if (live == 0)
         stop_matching(cap);
     return live;
@@ -331,7 +404,7 @@ static int matching_op(struct capture *cap, enum drv_id id, union drv_args *a, c
     int ndropped, needs_node;
     int live = match_call(cap->match, &cap->journal, id, a, dropped, &ndropped, &needs_node, why,
                           RECORDED_WHY_LEN);
-    give_back(dropped, ndropped, 0);
+    give_back(cap, dropped, ndropped, 0);
     if (live == 0) {
         /* No kept graph is of this kind: a miss, as if none were kept. */
         cap->matched_none = 1;
@@ -343,7 +416,10 @@ static int matching_op(struct capture *cap, enum drv_id id, union drv_args *a, c
     if (live > 1 && !needs_node)
         return CUDA_SUCCESS;
     int refused_last = 0;
-    if (bind_to(cap, match_leader(cap->match), &refused_last, why, RECORDED_WHY_LEN) == 0)
+    int bound = live > 1 && cap->held_match
+                    ? bind_held_keeping_reserve(cap, &refused_last, why, RECORDED_WHY_LEN)
+                    : bind_to(cap, match_leader(cap->match), &refused_last, why, RECORDED_WHY_LEN);
+    if (bound == 0)
         return CUDA_SUCCESS;
     return refused_last ? RECORDED_SWITCH_REDO : RECORDED_SWITCH_MADE;
 }
@@ -534,7 +610,7 @@ int recorded_end_unmatched(struct capture *cap, char *why, size_t len)
         struct graph_rec *dropped[MATCH_MAX_CANDIDATES];
         int ndropped;
         int which = match_choose_whole(cap->match, &cap->journal, dropped, &ndropped);
-        give_back(dropped, ndropped, 0);
+        give_back(cap, dropped, ndropped, 0);
         int refused_last = 0;
         if (which < 0) {
             cap->matched_none = 1;

@@ -52,8 +52,13 @@ struct graph_rec *graph_copy_of_held(struct site *site, unsigned long epoch, uin
                                      uint64_t prefer, int recorded, const char **why)
 {
     struct graph_rec *held = cache_graph_pin_held(site, epoch, signature, prefer, recorded, why);
-    if (!held)
-        return NULL;
+    return held ? graph_copy_pinned(held, epoch, recorded, why) : NULL;
+}
+
+struct graph_rec *graph_copy_pinned(struct graph_rec *held, unsigned long epoch, int recorded,
+                                    const char **why)
+{
+    struct site *site = held->entry.site;
     CUgraph original = graph_rec_graph(held), clone = NULL;
     struct journal *recording = NULL;
     const char *call = "cuGraphClone";

@@ -31,4 +31,9 @@ struct site;
 struct graph_rec *graph_copy_of_held(struct site *site, unsigned long epoch, uint64_t signature,
                                      uint64_t prefer, int recorded, const char **why);
 
+/* The same for a graph already pinned (cache_graph_pin_held or
+ * cache_graph_pin_held_kinds), which it unpins. */
+struct graph_rec *graph_copy_pinned(struct graph_rec *held, unsigned long epoch, int recorded,
+                                    const char **why);
+
 #endif

@@ -161,3 +161,14 @@ struct graph_rec *match_finish(struct match_set *m, int keep, struct graph_rec *
     m->leader = -1;
     return kept;
 }
+
+struct graph_rec *match_detach(struct match_set *m, int which)
+{
+    struct match_candidate *c = &m->cand[which];
+    struct graph_rec *g = c->graph;
+    self_record_stop(&c->state);
+    c->graph = NULL;
+    m->live--;
+    m->leader = -1;
+    return g;
+}

@@ -88,4 +88,9 @@ int match_choose_whole(struct match_set *m, const struct journal *past,
 struct graph_rec *match_finish(struct match_set *m, int keep, struct graph_rec **dropped,
                                int *ndropped);
 
+/* Takes candidate `which` out of the set, the others staying live but
+ * uncompared (no leader) until match_resume: for a capture that binds to
+ * one and keeps the rest in reserve. Returns its graph. */
+struct graph_rec *match_detach(struct match_set *m, int which);
+
 #endif

@@ -217,6 +217,16 @@ void cache_graph_note_held(struct graph_rec *rec);
 struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
                                        uint64_t prefer, int need_recording, const char **why);
 
+/* Pins, as cache_graph_pin_held does, up to `max` graphs the program
+ * keeps at the site, one of each signature, each with a recording valid
+ * as of `epoch`: the one cache_graph_pin_held would pin first, then the
+ * newest of each other kind among the last SITES_HELD_RECENT kept. For a
+ * capture that compares its calls with each before one is copied
+ * (nothing is written into them). Returns how many (0: *why as there);
+ * each goes back through cache_graph_unpin_held. */
+int cache_graph_pin_held_kinds(struct site *site, unsigned long epoch, struct graph_rec **out,
+                               int max, const char **why);
+
 /* Ends the copy of a pinned graph. `copy` (NULL: the copy failed) becomes
  * a TAKEN graph of the site with `recording` (owned from here; NULL: none)
  * valid as of `epoch`; if the copy cannot be tracked it is destroyed. It

@@ -283,6 +283,36 @@ struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, u
     return g;
 }
 
+int cache_graph_pin_held_kinds(struct site *site, unsigned long epoch, struct graph_rec **out,
+                               int max, const char **why)
+{
+    /* The one a single copy would take leads (its rule says whether the
+     * program keeps its graphs at all); the newest of each other kind
+     * among the last kept follow. Another thread may pin or unpin between
+     * the two: each graph's own copying flag decides. */
+    struct graph_rec *lead = cache_graph_pin_held(site, epoch, 0, 0, 1, why);
+    if (!lead || max < 1)
+        return 0;
+    int n = 0;
+    out[n++] = lead;
+    pthread_mutex_lock(&cache_lock);
+    for (unsigned k = 0; k < SITES_HELD_RECENT && n < max; k++) {
+        struct graph_rec *g = held_recent_locked(site, k);
+        if (!g || g->copying || g->edited || g->shape_epoch != epoch || !g->signature ||
+            !g->recording || g->recording_epoch != epoch)
+            continue;
+        int seen = 0;
+        for (int i = 0; i < n && !seen; i++)
+            seen = out[i]->signature == g->signature;
+        if (seen)
+            continue;
+        g->copying = 1;
+        out[n++] = g;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return n;
+}
+
 struct graph_rec *cache_graph_unpin_held(struct graph_rec *held, CUgraph copy,
                                          struct journal *recording, unsigned long epoch)
 {

@@ -94,6 +94,9 @@ struct capture {
     uint64_t copy_wanted;            /* 13.3: none released of this signature; a copy
                                       * of a graph the program keeps may do */
     int matching;                    /* recorded, still choosing among candidates */
+    int held_match;                  /* ... which are graphs the program keeps, pinned:
+                                      * the one chosen is copied, none written into */
+    unsigned long held_epoch;        /* the graph-edit epoch they were pinned at */
     int reserve;                     /* bound to its first candidate, the others
                                       * waiting in match (rematch) */
     int guess_open;                  /* began with several candidates; whether the
