@@ -4,8 +4,9 @@
  *
  * Owns: making, for a capture recap records itself, a graph to record
  * into where the program destroyed none: a clone of the newest graph it
- * keeps at the site, with that graph's recording mapped onto the clone's
- * nodes. A program that keeps every graph it captures (PyTorch after
+ * keeps at the site (the one its calls matched, where several kinds are
+ * kept: shim/repeat/capture_recorded.c compares them first), with that
+ * graph's recording mapped onto the clone's nodes. A program that keeps every graph it captures (PyTorch after
  * CUDAGraph.enable_debug_mode(), anywhere in the process) otherwise never
  * releases one, and every capture would be the driver's.
  *
