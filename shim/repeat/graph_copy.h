@@ -6,9 +6,10 @@
  * into where the program destroyed none: a clone of the newest graph it
  * keeps at the site (the one its calls matched, where several kinds are
  * kept: shim/repeat/capture_recorded.c compares them first), with that
- * graph's recording mapped onto the clone's nodes. A program that keeps every graph it captures (PyTorch after
- * CUDAGraph.enable_debug_mode(), anywhere in the process) otherwise never
- * releases one, and every capture would be the driver's.
+ * graph's recording mapped onto the clone's nodes. A program that keeps
+ * every graph it captures (PyTorch after CUDAGraph.enable_debug_mode(),
+ * anywhere in the process) otherwise never releases one, and every
+ * capture would be the driver's.
  *
  * Must never: touch the program's graph beyond reading it (its pending
  * arguments are brought up to date first, as for any read), or hand out a
