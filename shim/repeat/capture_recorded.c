@@ -4,7 +4,9 @@
  *
  * A repeat capture at a site whose graphs recap recorded starts no driver
  * capture. Its begin takes the site's kept graphs that it may repeat - one
- * of each signature (shim/repeat/match.h) - without guessing among them; its calls
+ * of each signature (shim/repeat/match.h), or where the program keeps every
+ * graph it captures, its own graphs of each kind, pinned and compared
+ * without a write until the one chosen is copied (graph_copy.h) - its calls
  * are compared with each, copied into the capture's journal while more
  * than one still matches, and the capture binds to a graph when one is
  * left (or at the end, to the one matched whole; or when an answer needs
