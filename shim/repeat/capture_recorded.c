@@ -188,9 +188,9 @@ int recorded_take(struct capture *cap)
         /* Several kinds kept: compared call by call, the one chosen copied
          * then; one kind: copied at once, as before any call. */
         n = cache_graph_pin_held_kinds(cap->site, epoch, graphs, MATCH_MAX_CANDIDATES, &no_copy);
-        for (int i = 0; i < n; i++)
-            self_record_flush(graphs[i]->recording);   /* nothing left stale while compared */
         if (n > 1) {
+            for (int i = 0; i < n; i++)
+                self_record_flush(graphs[i]->recording);   /* nothing left stale while compared */
             cap->held_match = 1;
             cap->held_epoch = epoch;
         } else if (n == 1 && !(graphs[0] = graph_copy_pinned(graphs[0], epoch, 1, &no_copy))) {
@@ -263,6 +263,18 @@ cuuint64_t recorded_capture_id(void)
 static int record_journal_into(struct capture *cap, struct graph_rec *g, int *refused_last,
                                char *why, size_t len);
 
+/* A copy of the program's graph chosen (pinned), to record into; NULL with
+ * `why` if recap could not make one, and the capture must switch. */
+static struct graph_rec *copy_chosen(struct capture *cap, struct graph_rec *held, char *why,
+                                     size_t len)
+{
+    const char *no_copy = NULL;
+    struct graph_rec *g = graph_copy_pinned(held, cap->held_epoch, 1, &no_copy);
+    if (!g)
+        snprintf(why, len, "%s", no_copy ? no_copy : "recap could not copy the graph kept");
+    return g;
+}
+
 static int bind_to(struct capture *cap, int which, int *refused_last, char *why, size_t len)
 {
     struct graph_rec *others[MATCH_MAX_CANDIDATES];
@@ -274,11 +286,8 @@ static int bind_to(struct capture *cap, int which, int *refused_last, char *why,
     if (cap->held_match) {
         /* The program's graph chosen: a copy of it is what the capture
          * records into (shim/repeat/graph_copy.h). */
-        const char *no_copy = NULL;
         cap->held_match = 0;
-        g = graph_copy_pinned(g, cap->held_epoch, 1, &no_copy);
-        if (!g) {
-            snprintf(why, len, "%s", no_copy ? no_copy : "recap could not copy the graph kept");
+        if (!(g = copy_chosen(cap, g, why, len))) {
             *refused_last = 0;
             return -1;
         }
@@ -296,15 +305,13 @@ static int bind_held_keeping_reserve(struct capture *cap, int *refused_last, cha
                                      size_t len)
 {
     struct graph_rec *leader = match_detach(cap->match, match_leader(cap->match));
-    const char *no_copy = NULL;
-    struct graph_rec *g = graph_copy_pinned(leader, cap->held_epoch, 1, &no_copy);
+    struct graph_rec *g = copy_chosen(cap, leader, why, len);
     cap->matching = 0;
     cap->reserve = cap->match->live > 0;
     if (!cap->reserve)
         cap->held_match = 0;
     if (!g) {
         drop_reserve(cap);
-        snprintf(why, len, "%s", no_copy ? no_copy : "recap could not copy the graph kept");
         *refused_last = 0;
         return -1;
     }

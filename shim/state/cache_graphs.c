@@ -232,6 +232,23 @@ void cache_graph_note_held(struct graph_rec *rec)
         tell_keeping(site, 0);
 }
 
+/* Why a held graph may not be copied now (NULL: it may): edited since its
+ * capture, being copied already, not of `signature` (0: any), or, where
+ * `need_recording`, without a recording valid as of `epoch`. */
+static const char *held_not_copyable_locked(const struct graph_rec *g, unsigned long epoch,
+                                            uint64_t signature, int need_recording)
+{
+    if (g->edited || g->shape_epoch != epoch)
+        return "the graph the program keeps here was edited since its capture: not copied";
+    if (g->copying)
+        return "the graph the program keeps here is being copied for another capture";
+    if (signature && g->signature != signature)
+        return "the newest graph the program keeps here is of another kind than the one expected";
+    if (need_recording && (!g->recording || g->recording_epoch != epoch))
+        return "the newest graph the program keeps here has no recording recap can record against";
+    return NULL;
+}
+
 struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, uint64_t signature,
                                        uint64_t prefer, int need_recording, const char **why)
 {
@@ -267,15 +284,7 @@ struct graph_rec *cache_graph_pin_held(struct site *site, unsigned long epoch, u
         *why = NULL;
     else if (!keeps)
         *why = "the program keeps its graphs here, but not yet two alike in a row to copy from";
-    else if (g->edited || g->shape_epoch != epoch)
-        *why = "the graph the program keeps here was edited since its capture: not copied";
-    else if (g->copying)
-        *why = "the graph the program keeps here is being copied for another capture";
-    else if (signature && g->signature != signature)
-        *why = "the newest graph the program keeps here is of another kind than the one expected";
-    else if (need_recording && (!g->recording || g->recording_epoch != epoch))
-        *why = "the newest graph the program keeps here has no recording recap can record against";
-    else
+    else if (!(*why = held_not_copyable_locked(g, epoch, signature, need_recording)))
         g->copying = 1;
     if (*why)
         g = NULL;
@@ -298,8 +307,7 @@ int cache_graph_pin_held_kinds(struct site *site, unsigned long epoch, struct gr
     pthread_mutex_lock(&cache_lock);
     for (unsigned k = 0; k < SITES_HELD_RECENT && n < max; k++) {
         struct graph_rec *g = held_recent_locked(site, k);
-        if (!g || g->copying || g->edited || g->shape_epoch != epoch || !g->signature ||
-            !g->recording || g->recording_epoch != epoch)
+        if (!g || !g->signature || held_not_copyable_locked(g, epoch, 0, 1))
             continue;
         int seen = 0;
         for (int i = 0; i < n && !seen; i++)
