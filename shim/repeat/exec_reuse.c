@@ -141,6 +141,17 @@ static int changed_from_recording(const struct graph_rec *g, const struct change
            (c->type == CU_GRAPH_NODE_TYPE_KERNEL || c->type == CU_GRAPH_NODE_TYPE_HOST);
 }
 
+/* `e` now reflects `g` as it is. Field by field: the compiler read
+ * version with its neighbours in one 16-byte load, which also read the
+ * copy flags beside them that another thread writes under cache_lock
+ * (helgrind, with copies on by default). */
+static void note_synced(struct exec_rec *e, const struct graph_rec *g)
+{
+    e->synced_serial = __atomic_load_n(&g->serial, __ATOMIC_RELAXED);
+    e->synced_version = __atomic_load_n(&g->version, __ATOMIC_RELAXED);
+    e->synced_epoch = cache_graph_edit_epoch();
+}
+
 /* Whether the recapture's change list alone brings `e` up to `g`. */
 static int delta_applies(const struct exec_rec *e, const struct graph_rec *g)
 {
@@ -402,12 +413,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
     }
     PHASE_MARK(PHASE_INST_ADOPT, t_synced, t_adopted);
     if (e) {
-        /* Field by field: a wider load would also read the copy flags
-         * beside them, which cache_lock guards (helgrind saw the compiler
-         * read version with its neighbours in one 16-byte load). */
-        e->synced_serial = __atomic_load_n(&g->serial, __ATOMIC_RELAXED);
-        e->synced_version = __atomic_load_n(&g->version, __ATOMIC_RELAXED);
-        e->synced_epoch = cache_graph_edit_epoch();
+        note_synced(e, g);
         r = upload_if_asked(rq, exec_rec_exec(e));
         if (r == CUDA_SUCCESS) {
             report_success(rq, exec_rec_exec(e));
@@ -439,11 +445,8 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
             unsigned long long bytes = cache_probe_end(&probe, site, g->nodes);
             struct exec_rec *rec = cache_exec_track(*rq->ph_exec, site, flags, g->shape, g->nodes,
                                                     g->serial, bytes);
-            if (rec) {
-                rec->synced_serial = g->serial;
-                rec->synced_version = g->version;
-                rec->synced_epoch = cache_graph_edit_epoch();
-            }
+            if (rec)
+                note_synced(rec, g);
         }
     }
     PHASE_MARK(PHASE_INST_HAND_OUT, t_adopted, t_handed_out);
