@@ -10,7 +10,10 @@
  * against doing without recap, as the site measured its own driver
  * captures and instantiations. Looks are judged in windows of GATE_WINDOW:
  * a window with more misses than hits and failures (the site does not
- * repeat) closes the gate, and so does one whose failures (more than
+ * repeat) closes the gate - unless a quarter of its looks were hits and
+ * the window saved time in all (a site sweeping through kinds misses
+ * each new one's capture and instantiation, yet repeats the rest) - and
+ * so does one whose failures (more than
  * GATE_ODD_FAILURES of them) cost more time than its hits saved - at its
  * end, or as soon as GATE_FAILURES_EAGER failures came with no hit at
  * all. One odd capture among many hits never closes it.

@@ -50,7 +50,7 @@ Log schema (JSON Lines, one object per line, "event" first, then "pid"):
                update_failures, hits, misses, backoffs, inst_new_us, reuse_us,
                kept, evicted, shapes_seen (how many kinds of graph - journal
                signatures: topology and kernels; else shapes - its captures
-               had over the run, of up to 32 told apart), shapes_more (bool:
+               had over the run, of up to 256 told apart), shapes_more (bool:
                more kinds than that), shapes_counted (captures whose kind recap
                knew; observed captures are not); optional: fallback_reasons
                (object: reason text -> exact count of the site's fallbacks),

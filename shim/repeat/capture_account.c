@@ -26,6 +26,7 @@
 static void record_shape(struct capture *cap, uint64_t kind, int typed)
 {
     struct site *site = cap->site;
+    cap->kind = kind;
     pthread_mutex_lock(&site->lock);
     sites_stream_record_locked(site, cap->origin.key, kind);
     if (typed)
@@ -239,6 +240,7 @@ void capture_report_end(struct capture *cap, CUresult r, long nodes)
         .nodes = nodes, .us = runtime_since_us(cap->t0), .result = r,
         .by = path != PATH_RECAPTURE ? NULL : cap->began_by_recap ? "recap" : "driver",
         .candidates = cap->candidates,
+        .kind = cap->kind,
         .switch_call = cap->switch_call,
         .wasted_us = cap->wasted_us,
         .matched_none = cap->matched_none,

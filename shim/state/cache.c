@@ -47,6 +47,8 @@ static unsigned long long released_bytes, released_bytes_peak;
 static unsigned long long budget_bytes;   /* 0 until settled: then settings' default */
 static int budget_settled;
 static uint64_t next_graph_serial = 1;
+/* Releases so far: the next one's released_order. */
+static unsigned long long released_count;
 /* A freed graph record kept for the next capture's (shim/base/spare.h): where
  * graphs are not kept, a loop tracks one and lets it go every iteration. */
 void *graph_rec_spare;
@@ -236,28 +238,39 @@ static int site_capacity(const struct site *site)
     return site->working_set > 0 ? site->working_set : 1;
 }
 
-/* A destroyed entry joins the released lists; the site's oldest beyond its
- * capacity, then the least recently released anywhere beyond the budget,
- * leave for destruction (the new one too, if it alone exceeds it). */
-void cache_push_released(struct cache_entry *e, struct evictions *ev)
+/* Links a released entry into a list ordered by released_order, newest
+ * at *newest: walks from the newest, so an entry released just now costs
+ * one step, and one given back as many as were released since. */
+#define LINK_BY_ORDER(e, newest, oldest, older, newer)                                     \
+    do {                                                                                   \
+        struct cache_entry *after_ = NULL, *before_ = *(newest);                          \
+        while (before_ && before_->released_order > (e)->released_order) {                \
+            after_ = before_;                                                              \
+            before_ = before_->older;                                                      \
+        }                                                                                  \
+        (e)->older = before_;                                                              \
+        (e)->newer = after_;                                                               \
+        if (before_)                                                                       \
+            before_->newer = (e);                                                          \
+        else                                                                               \
+            *(oldest) = (e);                                                               \
+        if (after_)                                                                        \
+            after_->older = (e);                                                           \
+        else                                                                               \
+            *(newest) = (e);                                                               \
+    } while (0)
+
+/* A destroyed entry joins the released lists at its released_order; the
+ * site's oldest beyond its capacity, then the least recently released
+ * anywhere beyond the budget, leave for destruction (the new one too, if
+ * it alone exceeds it). */
+static void push_released_in_order(struct cache_entry *e, struct evictions *ev)
 {
     struct site *site = e->site;
     enum cache_kind k = e->kind;
     e->state = CACHE_RELEASED;
-    e->site_older = site->released_newest[k];
-    e->site_newer = NULL;
-    if (site->released_newest[k])
-        site->released_newest[k]->site_newer = e;
-    else
-        site->released_oldest[k] = e;
-    site->released_newest[k] = e;
-    e->lru_older = lru_newest;
-    e->lru_newer = NULL;
-    if (lru_newest)
-        lru_newest->lru_newer = e;
-    else
-        lru_oldest = e;
-    lru_newest = e;
+    LINK_BY_ORDER(e, &site->released_newest[k], &site->released_oldest[k], site_older, site_newer);
+    LINK_BY_ORDER(e, &lru_newest, &lru_oldest, lru_older, lru_newer);
     released_total++;
     released_bytes += e->bytes;
     site->n_released[k]++;
@@ -271,6 +284,12 @@ void cache_push_released(struct cache_entry *e, struct evictions *ev)
         evict(lru_oldest, ev);
     if (released_bytes > released_bytes_peak)
         released_bytes_peak = released_bytes;
+}
+
+void cache_push_released(struct cache_entry *e, struct evictions *ev)
+{
+    e->released_order = ++released_count;
+    push_released_in_order(e, ev);
 }
 
 /* Starts tracking an entry the program holds. Returns 0, or -1 (entry
@@ -454,8 +473,11 @@ CUresult cache_entry_on_destroy(enum cache_kind k, const void *handle,
 }
 
 /* A TAKEN entry recap did not hand out goes back to its site's released
- * ones, as kept before (not counted as kept again); destroyed where the
- * site keeps nothing now. */
+ * ones, as kept before (not counted as kept again) and where it was: a
+ * candidate compared, or written into by a capture that then fell back,
+ * was not released by the program again, and must not pass for the newest
+ * (candidates compared at every capture would stay the newest and crowd
+ * newer kinds out). Destroyed where the site keeps nothing now. */
 void cache_entry_give_back(enum cache_kind k, struct cache_entry *e)
 {
     struct evictions ev = { NULL };
@@ -463,7 +485,7 @@ void cache_entry_give_back(enum cache_kind k, struct cache_entry *e)
     int mapped = hmap_get(&kinds[k].by_handle, e->handle) == e;
     int keep = mapped && !e->site->cache_closed;
     if (keep) {
-        cache_push_released(e, &ev);
+        push_released_in_order(e, &ev);
         e->site->cache.kept--;
     } else if (mapped) {
         cache_map_del(&kinds[k], e->handle);

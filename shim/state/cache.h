@@ -84,6 +84,9 @@ struct cache_entry {
     unsigned long long bytes;      /* charged to the budget while released */
     struct cache_entry *site_older, *site_newer;   /* the site's released, of its kind */
     struct cache_entry *lru_older, *lru_newer;     /* every released, by release time */
+    /* When the program last released it: both lists are in this order,
+     * and an entry recap took and gave back keeps its place. */
+    unsigned long long released_order;
 };
 
 /* A node whose parameters the last recapture changed. */

@@ -189,9 +189,9 @@ static struct graph_rec *held_older_of_locked(struct site *site, uint64_t signat
  * kind or change for good, where the newest is the better guess. */
 static struct graph_rec *held_next_in_turn_locked(struct site *site)
 {
-    uint64_t sig[SITES_HELD_RECENT];
+    uint64_t sig[SITES_HELD_TURNS];
     unsigned n = 0;
-    while (n < SITES_HELD_RECENT) {
+    while (n < SITES_HELD_TURNS) {
         struct graph_rec *g = held_recent_locked(site, n);
         if (!g || !g->signature)
             break;

@@ -80,7 +80,8 @@ void cache_entry_hand_out(struct cache_entry *e);
 /* Forgets a TAKEN or HELD entry and destroys its object, once. */
 void cache_entry_discard(enum cache_kind k, struct cache_entry *e);
 /* A TAKEN entry recap did not hand out goes back to its site's released
- * ones; destroyed where the site keeps nothing now. */
+ * ones, in the place its last release gave it; destroyed where the site
+ * keeps nothing now. */
 void cache_entry_give_back(enum cache_kind k, struct cache_entry *e);
 /* The program's destroy of a handle, by the kind's keep rule; `real`
  * destroys it at the driver. */

@@ -102,6 +102,7 @@ struct capture {
     int guess_open;                  /* began with several candidates; whether the
                                       * first was the one is not told yet */
     int candidates;                  /* kept graphs it was compared with at its begin */
+    uint64_t kind;                   /* its signature (else shape) once ended; 0: not known */
     const char *switch_call;         /* the call at which it became a driver capture */
     int matched_none;                /* it switched because no kept graph matched: a miss */
     double wasted_us;                /* what switching cost: the replay */

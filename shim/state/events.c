@@ -219,6 +219,8 @@ void event_capture(const struct capture_report *r)
         jlog_i64(&l, "candidates", r->candidates);
     if (r->switch_call)
         jlog_str(&l, "switch_call", r->switch_call);
+    if (r->kind)
+        jlog_site(&l, "kind", r->kind);   /* 16 hex digits, as a site's id */
     if (r->nodes >= 0)
         jlog_i64(&l, "nodes", r->nodes);
     else

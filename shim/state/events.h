@@ -40,6 +40,7 @@ struct capture_report {
     double us;
     int result;                /* CUresult the program saw from the end */
     int candidates;            /* kept graphs it was matched against (or recaptured into) */
+    uint64_t kind;             /* its signature, else shape; 0: not known (not logged) */
     const char *switch_call;   /* the call at which it switched to a driver capture */
     double wasted_us;          /* what its switch cost (the replay), not logged */
     int matched_none;          /* it switched for want of a kept graph of its kind: a miss */

@@ -74,10 +74,13 @@ struct site_stream {
 
 /* Distinct kinds of graph a site tells apart over the whole run (the log's
  * "shapes_seen"); more are only said to be more. */
-#define SITES_KINDS_SEEN 32
+#define SITES_KINDS_SEEN 256
 /* Graphs the program keeps, newest first, that a copy may be made from:
- * enough for the kinds of an optimizer's variants, taken in turn. */
-#define SITES_HELD_RECENT 8
+ * enough to hold the 8 kinds compared at once (MATCH_MAX_CANDIDATES) where
+ * an optimizer's variants repeat some kinds between the others. Kinds
+ * that take turns are looked for among the newest SITES_HELD_TURNS. */
+#define SITES_HELD_RECENT 32
+#define SITES_HELD_TURNS 8
 
 /* Distinct fallback reasons a site counts exactly (the rest as "other"). */
 #define SITES_FALLBACK_REASONS 8

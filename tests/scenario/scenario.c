@@ -672,6 +672,162 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
     return failures ? 1 : 0;
 }
 
+/* A decode step whose batch cycles 1, 2, 4, 8 (pool_batches), as a
+ * server's does: each capture gets a private pool of its own, allocated
+ * inside the capture in relaxed mode, whose segments depend on the batch
+ * (one of the small size; a large one from batch 4; a second small one at
+ * batch 8, of the size of the first), freed once the graph and its
+ * executable graph are gone. With the pool handed back at the same
+ * addresses, each batch's capture repeats its last one exactly. */
+static int run_pool_batches(int iters)
+{
+    static const int batches[] = { 1, 2, 4, 8 };
+    int failures = 0;
+    for (int it = 0; it < iters; it++) {
+        int batch = batches[it % 4], n = SC_N;
+        float a = 1.0f + 0.25f * (float)batch;
+        size_t sizes[3] = { SC_N * sizeof(float), 4 * SC_N * sizeof(float), SC_N * sizeof(float) };
+        int segments = batch < 4 ? 1 : batch < 8 ? 2 : 3;
+        CUdeviceptr seg[3] = { 0, 0, 0 };
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        int rc = (int)cuMemsetD32(ctx.buf[0], 0x3f800000u + (unsigned)it, SC_N);
+        rc = rc ? rc : (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        for (int s = 0; s < segments && !rc; s++) {
+            rc = (int)alloc_relaxed(&seg[s], sizes[s]);
+            rc = rc ? rc : (int)cuMemcpyDtoDAsync(seg[s], ctx.buf[0], SC_N * sizeof(float),
+                                                  ctx.stream[0]);
+            void *params[] = { &seg[s], &a, &n };
+            rc = rc ? rc : (int)launch_on(s == 1 ? ctx.shift : ctx.scale, ctx.stream[0], params);
+            rc = rc ? rc : (int)cuMemcpyDtoDAsync(ctx.buf[1 + s], seg[s], SC_N * sizeof(float),
+                                                  ctx.stream[0]);
+        }
+        int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        int launch = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+        int sync = (int)cuStreamSynchronize(ctx.stream[0]);
+        if (graph)
+            cuGraphDestroy(graph);
+        if (exec)
+            cuGraphExecDestroy(exec);
+        for (int s = 0; s < segments; s++)
+            if (seg[s])
+                rc = rc ? rc : (int)cuMemFree(seg[s]);
+        failures += rc || end || inst || launch || sync;
+        printf("it=%d batch=%d rc=%d,%d,%d,%d,%d sum=%08x\n", it, batch, rc, end, inst, launch,
+               sync, sc_checksum(&ctx));
+    }
+    return failures ? 1 : 0;
+}
+
+/* An optimizer test's sweep, as PyTorch's test_graph_optims runs it:
+ * `phases` optimizers in turn, each through the same list of
+ * configurations (sweep_configs: the kind of step each one captures),
+ * each configuration captured twice, once per implementation (per
+ * parameter, then one "foreach" kernel list), every capture into a graph
+ * of its own over fresh parameters at new addresses, replayed twice and
+ * read back. Within an optimizer configurations repeat kinds out of order
+ * (one that differs in a value only captures what another did); each
+ * optimizer's kinds are new (no two share one), and there are eight of
+ * them, as many as a site compares at once. sweep_late: each graph and
+ * its executable graph are destroyed only after the next capture (a
+ * Python object freed late).
+ * sweep_kept: no graph is ever destroyed, only executable graphs, as in
+ * PyTorch once any test enabled its graphs' debug mode (capture_end then
+ * keeps the graph and forgets it has one: reset() never destroys it). */
+static const int sweep_configs[] = { 0, 0, 1, 2, 3, 1, 0, 1, 0 };
+#define SWEEP_CONFIGS ((int)(sizeof sweep_configs / sizeof sweep_configs[0]))
+
+static int sweep_capture(int phase, int kind, int foreach, CUdeviceptr prm[3], float a,
+                         CUgraph *graph)
+{
+    CUfunction fns[3] = { ctx.scale, ctx.shift, ctx.mirror };
+    int n = SC_N, rc = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+    int ops = 2 + kind + 4 * phase;   /* no two phases share a kind */
+    /* The foreach step takes the functions in another order: never the
+     * same calls as a per-parameter step (grid sizes would not tell them
+     * apart: an update may change those). */
+    for (int t = 0; t < (foreach ? 1 : 3) && !rc; t++)
+        for (int j = 0; j < ops && !rc; j++) {
+            void *params[] = { &prm[foreach ? j % 3 : t], &a, &n };
+            rc = (int)launch_on(fns[(phase + kind + (foreach ? 2 * j : j)) % 3], ctx.stream[0],
+                                params);
+        }
+    int end = (int)cuStreamEndCapture(ctx.stream[0], graph);
+    return rc ? rc : end;
+}
+
+enum sweep_frees { SWEEP_AT_ONCE, SWEEP_LATE, SWEEP_GRAPHS_KEPT };
+
+static int run_sweep(int phases, enum sweep_frees frees)
+{
+    int failures = 0;
+    CUgraph late_graph = NULL;
+    CUgraphExec late_exec = NULL;
+    for (int phase = 0; phase < phases; phase++)
+        for (int c = 0; c < SWEEP_CONFIGS; c++) {
+            CUdeviceptr prm[3] = { 0, 0, 0 };
+            int setup = 0;
+            for (int t = 0; t < 3; t++) {
+                setup = setup ? setup : (int)cuMemAlloc(&prm[t], SC_N * sizeof(float));
+                setup = setup ? setup : (int)cuMemsetD32(prm[t], 0x3f800000u + (unsigned)(c * 3 + t),
+                                                         SC_N);
+            }
+            for (int foreach = 0; foreach < 2 && !setup; foreach++) {
+                CUgraph graph = NULL;
+                CUgraphExec exec = NULL;
+                float a = 0.5f + 0.125f * (float)c;
+                int cap = sweep_capture(phase, sweep_configs[c], foreach, prm, a, &graph);
+                int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+                int run = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+                run = run ? run : (int)cuGraphLaunch(exec, ctx.stream[0]);
+                int sync = (int)cuStreamSynchronize(ctx.stream[0]);
+                uint32_t sum = 0;
+                for (int t = 0; t < 3; t++) {
+                    float host[SC_N];
+                    sync = sync ? sync : (int)cuMemcpyDtoH(host, prm[t], sizeof host);
+                    for (int i = 0; i < SC_N && !sync; i++) {
+                        uint32_t bits;
+                        memcpy(&bits, &host[i], sizeof bits);
+                        sum = sum * 31u + bits;
+                    }
+                }
+                if (frees == SWEEP_LATE) {
+                    if (late_exec)
+                        cuGraphExecDestroy(late_exec);
+                    if (late_graph)
+                        cuGraphDestroy(late_graph);
+                    late_graph = graph, late_exec = exec;
+                } else if (frees == SWEEP_GRAPHS_KEPT) {
+                    if (exec)
+                        cuGraphExecDestroy(exec);
+                } else {
+                    if (exec)
+                        cuGraphExecDestroy(exec);
+                    if (graph)
+                        cuGraphDestroy(graph);
+                }
+                failures += cap || inst || run || sync;
+                /* What the capture's calls are: their count per
+                 * parameter, the first function, one parameter or three. */
+                printf("phase=%d config=%d kind=%d/%d/%d rc=%d,%d,%d,%d sum=%08x\n", phase, c,
+                       2 + sweep_configs[c] + 4 * phase, (phase + sweep_configs[c]) % 3, foreach,
+                       cap, inst, run, sync, sum);
+            }
+            failures += setup != 0;
+            /* Freed before a graph freed late, which is never launched
+             * again: the driver allows it. */
+            for (int t = 0; t < 3; t++)
+                if (prm[t])
+                    cuMemFree(prm[t]);
+        }
+    if (late_exec)
+        cuGraphExecDestroy(late_exec);
+    if (late_graph)
+        cuGraphDestroy(late_graph);
+    return failures ? 1 : 0;
+}
+
 /* Contexts that come and go, as a test suite's fixtures make them: each
  * round makes a context of its own (ctx_teardown) or retains the primary
  * context once more (ctx_teardown_primary), captures memsets into a
@@ -1779,12 +1935,18 @@ int main(int argc, char **argv)
         rc = run_threads_one_site(iters);
     else if (!strcmp(name, "free_in_capture"))
         rc = run_free_in_capture(iters);
+    else if (!strcmp(name, "pool_batches"))
+        rc = run_pool_batches(iters);
     else if (!strncmp(name, "pool", 4))
         rc = run_pool(iters, !strcmp(name, "pool_pressure"), !strncmp(name, "pool_keep_graphs", 16),
                       !strcmp(name, "pool_meminfo"), !strcmp(name, "pool_before"),
                       !strcmp(name, "pool_keep_graphs_odd") ? 1 :
                       !strcmp(name, "pool_keep_graphs_kinds") ? 2 :
                       !strcmp(name, "pool_keep_graphs_turns") ? 3 : 0);
+    else if (!strcmp(name, "sweep") || !strcmp(name, "sweep_late") ||
+             !strcmp(name, "sweep_kept"))
+        rc = run_sweep(iters, !strcmp(name, "sweep_late") ? SWEEP_LATE :
+                              !strcmp(name, "sweep_kept") ? SWEEP_GRAPHS_KEPT : SWEEP_AT_ONCE);
     else if (!strcmp(name, "events_fork_join"))
         rc = run_temporary_events(iters, 0, 0);
     else if (!strcmp(name, "events_other_thread"))

@@ -149,6 +149,41 @@ Test(kept_memory, a_segment_allocated_before_the_capture_stays_too)
     pool_done(&o);
 }
 
+/* A decode step whose batch cycles 1, 2, 4, 8, each batch's pool of its
+ * own segments (one, two or three, two of them of one size): the driver
+ * allocates the three blocks the largest batch needs once, and from the
+ * second round on the captures of the batches with more than one
+ * segment change no node (batches 1 and 2 are one kind, told apart by a
+ * kernel's scalar: one node each). */
+static void batches_pool(const char *version)
+{
+    struct pool_run o;
+    pool_compare("pool_batches", version, NULL, &o);
+    /* Seven segments a round of four steps without recap; the drain's
+     * allocation is retried once under recap (step_allocations). */
+    long setup = run_stat(o.base_stats, "cuMemAlloc_v2") - (STEPS / 4) * 7;
+    long steps_allocs = run_stat(o.stats, "cuMemAlloc_v2") - setup - 1;
+    cr_expect_eq(steps_allocs, 3, "at %s the driver allocated %ld segments in %d steps, expected "
+                 "the three the largest batch needs", version, steps_allocs, STEPS);
+    int still = run_count_lines(o.log, "\"event\":\"capture\"", "\"nodes\":6,\"changed\":0,",
+                                NULL) +
+                run_count_lines(o.log, "\"event\":\"capture\"", "\"nodes\":9,\"changed\":0,",
+                                NULL);
+    cr_expect_geq(still, 2 * (STEPS / 4 - 2), "at %s %d captures of batches 4 and 8 changed no "
+                  "node; from the second round on all %d must", version, still, 2 * (STEPS / 4 - 2));
+    pool_done(&o);
+}
+
+Test(kept_memory, a_pool_that_follows_the_batch_stays_at_its_addresses)
+{
+    batches_pool("13000");
+}
+
+Test(kept_memory, a_pool_that_follows_the_batch_stays_at_its_addresses_at_13_3)
+{
+    batches_pool("13030");
+}
+
 static void pressured_pool(const char *version)
 {
     struct pool_run o;

@@ -1,6 +1,7 @@
 /*
  * test_reuse_gate.c - the back-off rule: windows of looks, closing when
- * misses outweigh hits and failures or when failures cost more time than
+ * misses outweigh hits and failures (unless a quarter of the looks were
+ * hits that saved time) or when failures cost more time than
  * hits saved (at once after a few such failures), reopening after a
  * doubling back-off that a good window resets. One odd failure among hits
  * never closes it.
@@ -51,11 +52,34 @@ Test(gate, half_misses_stay_open_more_close)
 {
     for (int i = 0; i < GATE_WINDOW; i++)
         cr_assert_eq(look(i % 2 ? GATE_MISS : GATE_HIT), GATE_SAME);
+    /* 15 hits and 49 misses: fewer than a quarter hits. */
     for (int i = 0; i < GATE_WINDOW - 1; i++)
-        cr_assert_eq(look(i % 2 && i < 40 ? GATE_HIT : GATE_MISS), GATE_SAME);
+        cr_assert_eq(look(i % 2 && i < 30 ? GATE_HIT : GATE_MISS), GATE_SAME);
     cr_expect_eq(look(GATE_MISS), GATE_CLOSED_MISSES);
     cr_expect_eq(gate.last_hits + gate.last_misses, GATE_WINDOW);
-    cr_expect_gt(gate.last_misses, gate.last_hits);
+    cr_expect_eq(gate.last_hits, 15);
+}
+
+/* An optimizer test's sweep: each new kind misses its capture and its
+ * instantiation, each repeat hits both. A window of 16 hits that saved
+ * time among 48 misses stays open; the same hits saving nothing (or
+ * costing) do not keep it. */
+Test(gate, a_quarter_hits_that_saved_time_stay_open)
+{
+    for (int w = 0; w < 4; w++)
+        for (int i = 0; i < GATE_WINDOW; i++)
+            cr_assert_eq(look(i % 4 == 1 ? GATE_HIT : GATE_MISS), GATE_SAME, "window %d look %d",
+                         w, i);
+    cr_expect_eq(gate.closings, 0);
+}
+
+Test(gate, a_quarter_hits_that_saved_nothing_close)
+{
+    enum gate_change c = GATE_SAME;
+    for (int i = 0; i < GATE_WINDOW && c == GATE_SAME; i++)
+        c = look_net(i % 4 == 1 ? GATE_HIT : GATE_MISS, i % 4 == 1 ? 0 : -5);
+    cr_expect_eq(c, GATE_CLOSED_MISSES);
+    cr_expect_eq(gate.last_hits, 16);
 }
 
 Test(gate, misses_close_then_the_back_off_doubles)
