@@ -30,9 +30,14 @@ ROLES_WITH_WRAPPER = {
 # "+keep=K" on any row: device memory kept between a site's captures
 # (shim/state/kept_memory.h). alloc: an allocation inside a capture may be served
 # from kept memory, and what the driver allocates there is tracked; free:
-# a free of tracked memory may be kept. Wraps whatever the role generates.
-KEEP_KINDS = {"alloc": [("CUdeviceptr *", None), ("size_t", None)],
-              "free": [("CUdeviceptr", None)]}
+# a free of tracked memory may be kept. host_alloc, host_free: the same for
+# pinned host memory, between any two captures (shim/state/kept_host.h).
+# Wraps whatever the role generates. Each kind lists the signatures it
+# takes.
+KEEP_KINDS = {"alloc": [["CUdeviceptr *", "size_t"]],
+              "free": [["CUdeviceptr"]],
+              "host_alloc": [["void **", "size_t"], ["void **", "size_t", "unsigned int"]],
+              "host_free": [["void *"]]}
 ROLES = ROLES_WITH_WRAPPER | {"call"}
 OP_KINDS = {"plain", "kernel", "kernel_ex", "struct", "event_record",
             "stream_wait", "alloc", "opaque", "launch"}
@@ -50,7 +55,7 @@ MODIFIERS = {
     "oom": False,       # a device allocation retried once on OOM
     "hold": True,       # a free a capture's journal may have to outlive
     "time": True,       # timed for its site's step (step_time.h), class VALUE
-    "keep": True,       # device memory kept between a site's captures (kept_memory.h)
+    "keep": True,       # memory kept between captures (kept_memory.h, kept_host.h)
     "gone": True,       # the call destroys this kind of handle (=stream: uobj_stream_gone)
 }
 # +time=K: the step_time.h class a timed call counts in.
@@ -145,9 +150,9 @@ class Entry:
             want = KEEP_KINDS.get(self.keep)
             if want is None:
                 fail(self.lineno, "+keep=K needs K among %s" % sorted(KEEP_KINDS))
-            if [t for t, _ in self.params] != [t for t, _ in want] or self.ret != "CUresult":
+            if [t for t, _ in self.params] not in want or self.ret != "CUresult":
                 fail(self.lineno, "+keep=%s needs CUresult (%s)" % (
-                    self.keep, ", ".join(t for t, _ in want)))
+                    self.keep, " or ".join(", ".join(w) for w in want)))
         if self.gone is not None and (self.gone != "stream" or not self.first_of_type("CUstream")):
             fail(self.lineno, "+gone=stream (the only kind) needs a CUstream parameter")
         if self.role == "meminfo" and [t for t, _ in self.params] != ["size_t *", "size_t *"]:
@@ -540,7 +545,26 @@ def keep_wrapped(e, body):
                 "        if (r == CUDA_SUCCESS && %s)\n            kmem_track(*%s, %s);\n"
                 "        return r;\n    }\n    return %s_role(%s);"
                 % (ptr, size, e.symbol, args(e), ptr, ptr, size, e.symbol, args(e)))
+    if e.keep == "host_alloc":
+        # Served only while no capture runs: inside a global one the
+        # driver would refuse the call, and recap lets it answer.
+        ptr, size = names[:2]
+        flags = names[2] if len(names) > 2 else "KHOST_ALLOC_HOST"
+        return ("if (khost_on()) {\n"
+                "        if (khost_take(%s, %s, %s, !ctab_any_active() && !observed_any()))\n"
+                "            return CUDA_SUCCESS;\n"
+                "        CUresult r = %s_role(%s);\n"
+                "        if (r == CUDA_ERROR_OUT_OF_MEMORY && khost_release_all())\n"
+                "            r = %s_role(%s);\n"
+                "        if (r == CUDA_SUCCESS && %s)\n            khost_track(*%s, %s, %s);\n"
+                "        return r;\n    }\n    return %s_role(%s);"
+                % (ptr, size, flags, e.symbol, args(e), e.symbol, args(e), ptr, ptr, size, flags,
+                   e.symbol, args(e)))
     (ptr,) = names
+    if e.keep == "host_free":
+        return ("if (khost_on()) {\n        CUresult answer;\n"
+                "        if (khost_keep(%s, &answer))\n            return answer;\n    }\n"
+                "    return %s_role(%s);" % (ptr, e.symbol, args(e)))
     return ("if (kmem_tracking()) {\n        CUresult answer;\n"
             "        if (kmem_keep(%s, &answer))\n            return answer;\n    }\n"
             "    return %s_role(%s);" % (ptr, e.symbol, args(e)))

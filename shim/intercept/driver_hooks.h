@@ -13,6 +13,7 @@
 #include "shim/base/driver.h"
 #include "shim/repeat/exec_reuse.h"
 #include "shim/intercept/interpose.h"
+#include "shim/state/kept_host.h"
 #include "shim/state/kept_memory.h"
 #include "shim/state/observed.h"
 #include "shim/intercept/lifecycle.h"

@@ -19,6 +19,7 @@
 #include "shim/base/driver.h"
 #include "shim/state/events.h"
 #include "shim/base/jlog.h"
+#include "shim/state/kept_host.h"
 #include "shim/state/kept_memory.h"
 #include "shim/base/kparams.h"
 #include "shim/intercept/lifecycle.h"
@@ -54,6 +55,7 @@ static void lifecycle_at_exit(void)
         .memory_counts = kmem_site_counts,
         .budget_bytes = cache_budget_bytes(),
         .kept_bytes_peak = cache_peak_bytes(),
+        .host_memory = khost_counts(),
         .resolved_dlsym = drv_lookups(DRV_LOOKUP_DLSYM),
         .resolved_procaddr = drv_lookups(DRV_LOOKUP_PROCADDR),
     };
@@ -65,8 +67,8 @@ void lifecycle_context_teardown(const char *call)
     if (runtime_passthrough)
         return;
     kparams_code_unloaded();      /* the context's modules go with it */
-    int released = kmem_release_all_quietly() + cache_release_all();
-    int forgotten = kmem_forget_tracked() + cache_forget_held();
+    int released = kmem_release_all_quietly() + khost_release_all() + cache_release_all();
+    int forgotten = kmem_forget_tracked() + khost_forget_tracked() + cache_forget_held();
     if (released || forgotten)
         event_context_teardown(call, released, forgotten);
 }
@@ -97,6 +99,7 @@ static void lifecycle_after_fork_child(void)
     observed_after_fork_child();
     cache_after_fork_child();
     kmem_after_fork_child();
+    khost_after_fork_child();
     uobj_after_fork_child();
     kparams_after_fork_child();
     step_after_fork_child();

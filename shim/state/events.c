@@ -592,6 +592,20 @@ void event_end(const struct event_end_above *above)
     memory_json(&l, &w.memory_total);
     jlog_u64(&l, "budget_bytes", above->budget_bytes);
     jlog_u64(&l, "kept_bytes_peak", above->kept_bytes_peak);
+    const struct khost_counts *host = &above->host_memory;
+    if (host->tracked) {
+        /* Pinned host memory the program freed and pinned again. */
+        jlog_object_begin(&l, "host_memory");
+        jlog_u64(&l, "tracked", host->tracked);
+        jlog_u64(&l, "kept", host->kept);
+        jlog_u64(&l, "reused", host->reused);
+        jlog_u64(&l, "reused_bytes", host->reused_bytes);
+        jlog_u64(&l, "kept_bytes_peak", host->kept_bytes_peak);
+        jlog_u64(&l, "not_kept", host->not_kept);
+        if (host->not_kept_reason)
+            jlog_str(&l, "not_kept_reason", host->not_kept_reason);
+        jlog_object_end(&l);
+    }
     step_json(&l, &w.step_total);
     jlog_object_end(&l);
     jlog_array_begin(&l, "unmatched");      /* RECAP_SITES entries that selected no site */

@@ -11,6 +11,7 @@
 
 #include "policy/reuse_gate.h"
 #include "policy/site.h"
+#include "shim/state/kept_host.h"
 
 struct site;
 
@@ -69,6 +70,7 @@ struct event_end_above {
     struct site_cache_counts (*site_counts)(struct site *site);
     struct site_memory_counts (*memory_counts)(struct site *site);
     unsigned long long budget_bytes, kept_bytes_peak;
+    struct khost_counts host_memory;   /* pinned host memory (kept_host.h) */
     unsigned long resolved_dlsym;      /* wrappers dlsym handed out */
     unsigned long resolved_procaddr;   /* cuGetProcAddress answers */
 };

@@ -67,6 +67,16 @@ void kmem_capture_ended(void)
     kmem_thread_ordinal = 0;
 }
 
+/* Whether the current context is known (*ctx), the failure logged with
+ * what recap does instead. */
+static int current_context(const struct site *site, CUcontext *ctx, const char *consequence)
+{
+    CUresult r = DRV_REAL(cuCtxGetCurrent)(ctx);
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(site, "cuCtxGetCurrent", r, consequence);
+    return r == CUDA_SUCCESS;
+}
+
 static void unlink_kept_locked(struct kmem_block *b)
 {
     for (struct kmem_block **p = &kept_blocks; *p; p = &(*p)->next_kept) {
@@ -87,7 +97,7 @@ int kmem_take(CUdeviceptr *dptr, size_t bytesize, int may_serve)
     if (!may_serve || !__atomic_load_n(&kept_bytes, __ATOMIC_RELAXED) || !dptr)
         return 0;
     CUcontext ctx = NULL;
-    if (DRV_REAL(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS)
+    if (!current_context(site, &ctx, "the allocation goes to the driver"))
         return 0;
     struct kmem_block *found = NULL;
     pthread_mutex_lock(&kmem_lock);
@@ -120,7 +130,7 @@ void kmem_track(CUdeviceptr dptr, size_t bytesize)
     if (!b)
         return;
     CUcontext ctx = NULL;
-    if (DRV_REAL(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS) {
+    if (!current_context(kmem_thread_site, &ctx, "the block is not kept when freed")) {
         free(b);
         return;
     }
@@ -173,7 +183,9 @@ static const char *keep_refusal(struct kmem_block *b)
     }
     /* The synchronisation is of the current context: the block's must be. */
     CUcontext ctx = NULL;
-    if (DRV_REAL(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || ctx != b->ctx)
+    if (!current_context(b->site, &ctx, "the memory is freed, not kept"))
+        return "the current context is not known";
+    if (ctx != b->ctx)
         return "another context is current";
     if (cache_site_holds_any(b->site))
         return "the program holds a graph or executable graph of the site";

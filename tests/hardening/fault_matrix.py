@@ -32,7 +32,7 @@ from preload import preload_value  # noqa: E402
 
 SELF_RECORD = os.environ.get("FAULT_MATRIX_SELF_RECORD") == "1"
 SCENARIOS = ["params", "delta", "nochange", "fork_join", "alternate", "variants",
-             "extra_args", "topo_mid", "user_objects"]
+             "extra_args", "topo_mid", "user_objects", "pinned", "pool"]
 if SELF_RECORD:
     SCENARIOS += ["switch_mid", "switch_end", "inspect"]
 INJECTED = 999          # CUDA_ERROR_UNKNOWN

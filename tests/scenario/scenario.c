@@ -672,6 +672,68 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
     return failures ? 1 : 0;
 }
 
+/* A step that pins host memory, as a PyTorch program does whose
+ * torch.cuda.graph enter empties the pinned-memory cache every step: the
+ * previous step's pinned buffers are freed first (cuMemFreeHost), then
+ * the step pins two of its own (cuMemHostAlloc, portable, and
+ * cuMemAllocHost), fills them, and captures copies from them to the
+ * device (nodes that name the host addresses) around a kernel.
+ * pinned_pressure: every fourth step begins with a pinned allocation no
+ * machine can satisfy, as a program near its limits meets. */
+static int run_pinned(int iters, int pressure)
+{
+    int failures = 0;
+    void *held[2] = { NULL, NULL };
+    for (int it = 0; it < iters; it++) {
+        int freed = 0;
+        for (int i = 0; i < 2; i++)
+            if (held[i])
+                freed = freed ? freed : (int)cuMemFreeHost(held[i]);
+        if (pressure && it % 4 == 3) {
+            void *huge = NULL;
+            printf("it=%d pressure rc=%d\n", it,
+                   (int)cuMemHostAlloc(&huge, (size_t)1 << 46, CU_MEMHOSTALLOC_PORTABLE));
+        }
+        void *pin = NULL, *pin2 = NULL;
+        int alloc = (int)cuMemHostAlloc(&pin, SC_N * sizeof(float), CU_MEMHOSTALLOC_PORTABLE);
+        int alloc2 = (int)cuMemAllocHost(&pin2, SC_N * sizeof(float));
+        held[0] = pin, held[1] = pin2;
+        if (alloc || alloc2) {
+            failures++;
+            printf("it=%d rc=%d,%d\n", it, alloc, alloc2);
+            continue;
+        }
+        for (int i = 0; i < SC_N; i++) {
+            ((float *)pin)[i] = (float)(it + i);
+            ((float *)pin2)[i] = (float)(it * 2 - i);
+        }
+        float a = 0.5f + 0.25f * (float)(it % 3);
+        int n = SC_N;
+        void *params[] = { &ctx.buf[0], &a, &n };
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        int rc = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+        rc = rc ? rc : (int)cuMemcpyHtoDAsync(ctx.buf[0], pin, SC_N * sizeof(float), ctx.stream[0]);
+        rc = rc ? rc : (int)launch_on(ctx.scale, ctx.stream[0], params);
+        rc = rc ? rc : (int)cuMemcpyHtoDAsync(ctx.buf[1], pin2, SC_N * sizeof(float), ctx.stream[0]);
+        int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        int launch = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+        int sync = (int)cuStreamSynchronize(ctx.stream[0]);
+        if (exec)
+            cuGraphExecDestroy(exec);
+        if (graph)
+            cuGraphDestroy(graph);
+        failures += freed || rc || end || inst || launch || sync;
+        printf("it=%d rc=%d,%d,%d,%d,%d,%d sum=%08x\n", it, freed, rc, end, inst, launch, sync,
+               sc_checksum(&ctx));
+    }
+    for (int i = 0; i < 2; i++)
+        if (held[i])
+            cuMemFreeHost(held[i]);
+    return failures ? 1 : 0;
+}
+
 /* A decode step whose batch cycles 1, 2, 4, 8 (pool_batches), as a
  * server's does: each capture gets a private pool of its own, allocated
  * inside the capture in relaxed mode, whose segments depend on the batch
@@ -1935,6 +1997,8 @@ int main(int argc, char **argv)
         rc = run_threads_one_site(iters);
     else if (!strcmp(name, "free_in_capture"))
         rc = run_free_in_capture(iters);
+    else if (!strcmp(name, "pinned") || !strcmp(name, "pinned_pressure"))
+        rc = run_pinned(iters, !strcmp(name, "pinned_pressure"));
     else if (!strcmp(name, "pool_batches"))
         rc = run_pool_batches(iters);
     else if (!strncmp(name, "pool", 4))
@@ -1980,6 +2044,10 @@ int main(int argc, char **argv)
         CUdeviceptr huge = 0;
         if (cuMemAlloc(&huge, (size_t)1 << 46) == CUDA_SUCCESS)
             cuMemFree(huge);
+        /* The same for pinned host memory, which recap keeps apart. */
+        void *pinned = NULL;
+        if (cuMemHostAlloc(&pinned, (size_t)1 << 46, 0) == CUDA_SUCCESS)
+            cuMemFreeHost(pinned);
     }
     if (!strncmp(name, "user_objects", 12) || !strncmp(name, "inflight", 8))
         report_user_objects();

@@ -320,7 +320,7 @@ static void write_stats_to(const char *path, int every_call)
         "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphGetEdges_v2",
         "cuGraphNodeGetType", "cuGraphKernelNodeGetParams_v2", "cuCtxGetCurrent",
         "cuStreamBeginCaptureToGraph", "cuGraphGetNodes", "cuEventDestroy_v2", "cuMemFree_v2",
-        "cuGraphClone", "cuMemAlloc_v2",
+        "cuGraphClone", "cuMemAlloc_v2", "cuMemHostAlloc", "cuMemAllocHost_v2", "cuMemFreeHost",
     };
     if (!path)
         return;

@@ -184,6 +184,67 @@ Test(kept_memory, a_pool_that_follows_the_batch_stays_at_its_addresses_at_13_3)
     batches_pool("13030");
 }
 
+/* Pinned host memory freed and pinned again every step (PyTorch empties
+ * its pinned cache at each torch.cuda.graph enter): under recap the
+ * driver pins each of the two buffers once and unpins nothing until the
+ * drain at exit (which gives back the two kept blocks, then retries its
+ * own allocation once); the captured copies from them keep their host
+ * addresses, so each capture changes only the kernel's scalar. */
+static void pinned_steps(const char *version)
+{
+    struct pool_run o;
+    pool_compare("pinned", version, NULL, &o);
+    cr_expect_eq(run_stat(o.base_stats, "cuMemHostAlloc"), STEPS + 1);
+    cr_expect_eq(run_stat(o.stats, "cuMemHostAlloc"), 1 + 2, "at %s the driver pinned %ld blocks "
+                 "through cuMemHostAlloc, expected the first step's and the drain's two tries",
+                 version, run_stat(o.stats, "cuMemHostAlloc"));
+    cr_expect_eq(run_stat(o.stats, "cuMemAllocHost_v2"), 1);
+    cr_expect_eq(run_stat(o.stats, "cuMemFreeHost"), 2, "at %s the driver unpinned %ld blocks, "
+                 "expected the two kept ones at the drain", version,
+                 run_stat(o.stats, "cuMemFreeHost"));
+    cr_expect_eq(run_log_total(o.log, "changed"), run_log_total(o.log, "recaptured"),
+                 "at %s captures changed %ld nodes in %ld recaptures: a copy's host address "
+                 "moved", version, run_log_total(o.log, "changed"),
+                 run_log_total(o.log, "recaptured"));
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"", "\"host_memory\":{\"tracked\":2,",
+                                 NULL), 1, "the end event counts the two pinned blocks");
+    pool_done(&o);
+}
+
+Test(kept_memory, pinned_memory_freed_and_pinned_again_every_step_stays_pinned)
+{
+    pinned_steps("13000");
+}
+
+Test(kept_memory, pinned_memory_freed_and_pinned_again_every_step_stays_pinned_at_13_3)
+{
+    pinned_steps("13030");
+}
+
+/* A pinned allocation that fails for memory gives back every kept block
+ * and is retried; the program sees what it sees without recap. */
+Test(kept_memory, under_pinned_memory_pressure_kept_blocks_go_back)
+{
+    struct pool_run o;
+    pool_compare("pinned_pressure", "13000", NULL, &o);
+    /* Each failed allocation (one step in four, and the drain) is tried
+     * twice, and each of those steps pins its two buffers anew. */
+    long failed = STEPS / 4 + 1;
+    cr_expect_eq(run_stat(o.stats, "cuMemHostAlloc"), 1 + 2 * failed + STEPS / 4);
+    cr_expect_eq(run_stat(o.stats, "cuMemAllocHost_v2"), 1 + STEPS / 4);
+    pool_done(&o);
+}
+
+Test(kept_memory, pinned_memory_is_not_kept_when_asked)
+{
+    struct pool_run o;
+    pool_compare("pinned", "13000", "off", &o);
+    cr_expect_eq(run_stat(o.stats, "cuMemHostAlloc"), run_stat(o.base_stats, "cuMemHostAlloc"));
+    cr_expect_eq(run_stat(o.stats, "cuMemFreeHost"), run_stat(o.base_stats, "cuMemFreeHost"));
+    cr_expect_eq(run_count_lines(o.log, "\"host_memory\"", NULL), 0);
+    pool_done(&o);
+}
+
 static void pressured_pool(const char *version)
 {
     struct pool_run o;

@@ -240,7 +240,19 @@ static CUresult mem_free_host(void *p)
     return CUDA_SUCCESS;
 }
 
+/* cuMemHostAlloc's flags: PORTABLE, DEVICEMAP, WRITECOMBINED; any other
+ * bit is refused, as the driver does. */
+static CUresult mem_host_alloc(void **pp, size_t bytesize, unsigned int flags)
+{
+    if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                            CU_MEMHOSTALLOC_WRITECOMBINED))
+        return CUDA_ERROR_INVALID_VALUE;
+    return mem_alloc_host(pp, bytesize);
+}
+
 SI_API(cuMemAllocHost, (void **pp, unsigned int bytesize), mem_alloc_host(pp, bytesize))
+SI_API(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int flags),
+       mem_host_alloc(pp, bytesize, flags))
 SI_API(cuMemAllocHost_v2, (void **pp, size_t bytesize), mem_alloc_host(pp, bytesize))
 
 /* Page-locking host memory is a potentially unsafe call (measured on
