@@ -66,7 +66,10 @@ Log schema (JSON Lines, one object per line, "event" first, then "pid"):
                only where it had calls (absent: 0); what followed the
                site's last begin is not in it)),
                totals (object with the same counters summed, and
-               budget_bytes, kept_bytes_peak, step summed), unmatched
+               budget_bytes, kept_bytes_peak, host_memory (where the
+               program pinned host memory: tracked, kept, reused,
+               reused_bytes, kept_bytes_peak, not_kept, not_kept_reason),
+               step summed), unmatched
                (array of the RECAP_SITES entries that selected no site),
                resolved (object: dlsym = wrappers dlsym on a driver handle
                handed out, procaddr = cuGetProcAddress answers)
@@ -149,6 +152,10 @@ class Site:
         self.evicted = 0
         self.hits = 0
         self.backoffs = 0
+        # device memory its captures allocated that recap handed back
+        # (end events only): blocks and bytes
+        self.memory_reused = 0
+        self.memory_reused_bytes = 0
         # End events only: how many kinds of graph the site's captures had
         # (None: no end event says), whether more than the writer tells
         # apart, and of how many captures; where its step time went
@@ -181,6 +188,8 @@ class Logs:
         self.end_counts = {}      # (file, pid) -> {site id: counters of its end event}
         self.site_proc_modes = {} # site id -> [(file, pid, mode of its site event)]
         self.unmatched = collections.Counter()   # RECAP_SITES entries that selected nothing
+        # pinned host memory recap handed back, summed over end events
+        self.host_memory = collections.Counter()
         self.rank_sites = {}      # site id -> {rank key: Site summed over its processes}
 
     def rank_of(self, proc):
@@ -315,6 +324,12 @@ def read_event(logs, ev, source):
         for entry in ev.get('unmatched') or []:
             if isinstance(entry, str):
                 logs.unmatched[entry] += 1
+        totals = ev.get('totals')
+        host = totals.get('host_memory') if isinstance(totals, dict) else None
+        if isinstance(host, dict):
+            for key in ('tracked', 'kept', 'reused', 'reused_bytes'):
+                if _count(host.get(key)):
+                    logs.host_memory[key] += host[key]
     elif kind == 'site':
         site = logs.site(_site_id(ev))
         frames = ev.get('frames') or []
@@ -454,7 +469,7 @@ def _apply_end_counts(site, counts):
     site.inst_new_us = float(n('inst_new_us'))
     site.reuse_us = float(n('reuse_us'))
     site.failed_updates = int(n('update_failures'))
-    for key in ('kept', 'evicted', 'hits', 'backoffs'):
+    for key in ('kept', 'evicted', 'hits', 'backoffs', 'memory_reused', 'memory_reused_bytes'):
         setattr(site, key, int(n(key)))
     seen = counts.get('shapes_seen')
     if _count(seen):
@@ -500,7 +515,7 @@ def add_steps(a, b):
 def _merge_site(into, site):
     for key in ('captures', 'nodes', 'changed', 'eligible', 'ineligible', 'errors',
                 'capture_us', 'inst_new_us', 'reuse_us', 'failed_updates', 'warnings',
-                'kept', 'evicted', 'hits', 'backoffs'):
+                'kept', 'evicted', 'hits', 'backoffs', 'memory_reused', 'memory_reused_bytes'):
         setattr(into, key, getattr(into, key) + getattr(site, key))
     for key in ('paths', 'fallback_reasons', 'fresh_reasons', 'inst', 'update_fail_reasons',
                 'candidates', 'node_counts', 'stop_reasons'):

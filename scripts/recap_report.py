@@ -502,6 +502,25 @@ def fallback_lines(logs, rows, width):
     return out
 
 
+def memory_lines(logs, width):
+    """One line on the memory recap handed back instead of the driver
+    allocating it again (end events only); none where there was none."""
+    sites = [s for s in logs.sites.values() if s.memory_reused]
+    host = logs.host_memory
+    parts = []
+    if sites:
+        blocks = sum(s.memory_reused for s in sites)
+        mib = sum(s.memory_reused_bytes for s in sites) / (1 << 20)
+        parts.append(f'device memory {blocks} time(s) ({mib:.1f} MiB) at {len(sites)} site(s)')
+    if host['reused']:
+        parts.append(f'pinned host memory {host["reused"]} time(s) '
+                     f'({host["reused_bytes"] / (1 << 20):.1f} MiB)')
+    if not parts:
+        return []
+    return wrapped('Memory the program freed and took again, handed back by recap with no '
+                   'driver call: ' + '; '.join(parts), width)
+
+
 def footer_lines(logs, width, left_out=((), 0)):
     """The lines below the table; left_out: the ranks the table left out
     (they captured nothing) and how many processes they are."""
@@ -516,6 +535,7 @@ def footer_lines(logs, width, left_out=((), 0)):
             f', and {len(idle) - LEFT_OUT_NAMED} more' if len(idle) > LEFT_OUT_NAMED else '')
         out += wrapped(f'{idle_procs} process(es) captured nothing and are left out '
                        f'({names})', width)
+    out += memory_lines(logs, width)
     if len(logs.starts) > ended:
         out.append(f'note: {len(logs.starts) - ended} process(es) have no end event '
                    '(killed, or still running)')

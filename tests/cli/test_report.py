@@ -517,6 +517,35 @@ class StepTime(Base):
         self.assertEqual([r['step']['periods'] for r in data['by_rank']], [10, 10])
 
 
+class MemoryHandedBack(Base):
+    """One line says how often recap handed memory back instead of the
+    driver allocating it again: device memory summed over sites (and over
+    processes), pinned host memory from the totals; none where nothing was
+    handed back."""
+
+    def text(self, *ends):
+        lines = [start(pid=pid) for pid in range(100, 100 + len(ends))]
+        lines += [ev('end', pid=100 + i, **end) for i, end in enumerate(ends)]
+        return recap('report', self.write('m.jsonl', lines)).stdout
+
+    def test_device_and_pinned_host_memory(self):
+        mib = 1 << 20
+        text = self.text(
+            dict(sites=[end_entry(A, 10, 0, memory_reused=9, memory_reused_bytes=18 * mib),
+                        end_entry(B, 10, 0)],
+                 totals={'host_memory': {'tracked': 2, 'kept': 20, 'reused': 18,
+                                         'reused_bytes': 9 * mib}}),
+            dict(sites=[end_entry(A, 10, 0, memory_reused=3, memory_reused_bytes=6 * mib)],
+                 totals={}))
+        flat = ' '.join(text.split())
+        self.assertIn('device memory 12 time(s) (24.0 MiB) at 1 site(s)', flat)
+        self.assertIn('pinned host memory 18 time(s) (9.0 MiB)', flat)
+
+    def test_nothing_handed_back_says_nothing(self):
+        text = self.text(dict(sites=[end_entry(A, 10, 0)], totals={}))
+        self.assertNotIn('handed back by recap', text)
+
+
 class RealRun(Base):
     """The scenario program on the stand-in driver under librecap: the
     report of a real log fits 100 columns and agrees with --csv."""
