@@ -25,7 +25,9 @@ struct khost_block {
     size_t size;
     unsigned int flags;             /* cuMemHostAlloc's, or KHOST_ALLOC_HOST */
     CUcontext ctx;
-    int kept;
+    /* The program holds it; its free is being decided (another free of
+     * it meanwhile is a second free); recap keeps it. */
+    enum { KHOST_HELD, KHOST_FREEING, KHOST_KEPT } state;
     struct khost_block *next_kept;  /* on kept_blocks, newest first */
 };
 
@@ -62,7 +64,7 @@ static void unlink_kept_locked(struct khost_block *b)
         }
     }
     b->next_kept = NULL;
-    b->kept = 0;
+    b->state = KHOST_HELD;
     __atomic_sub_fetch(&kept_bytes, b->size, __ATOMIC_RELAXED);
 }
 
@@ -107,7 +109,7 @@ void khost_track(void *p, size_t bytesize, unsigned int flags)
      * back (never a kept block's: those are still pinned): the newer
      * allocation wins. */
     struct khost_block *stale = hmap_get(&blocks, p);
-    if (stale && stale->kept)
+    if (stale && stale->state != KHOST_HELD)
         stale = NULL;
     if (hmap_put(&blocks, p, b) != 0) {
         pthread_mutex_unlock(&khost_lock);
@@ -119,8 +121,8 @@ void khost_track(void *p, size_t bytesize, unsigned int flags)
     free(stale);
 }
 
-/* Why the block may not be kept now (NULL: it may); the caller holds no
- * lock. Reserves its bytes when it may. */
+/* Why the block may not be kept now (NULL: it may, budget aside); the
+ * caller holds no lock. */
 static const char *keep_refusal(struct khost_block *b)
 {
     /* A capture anywhere: the synchronisation that stands for the
@@ -132,20 +134,17 @@ static const char *keep_refusal(struct khost_block *b)
         return "the current context is not known";
     if (ctx != b->ctx)
         return "another context is current";
-    unsigned long long budget = cache_budget_bytes();
-    pthread_mutex_lock(&khost_lock);
-    int fits = kept_bytes + b->size <= budget;
-    pthread_mutex_unlock(&khost_lock);
-    return fits ? NULL : "over the cache budget";
+    return NULL;
 }
 
 int khost_keep(void *p, CUresult *answer)
 {
     pthread_mutex_lock(&khost_lock);
     struct khost_block *b = hmap_get(&blocks, p);
-    if (b && b->kept) {
-        /* Freed twice: the driver's answer to memory it does not know;
-         * the block stays recap's (still pinned). */
+    if (b && b->state != KHOST_HELD) {
+        /* Freed twice (or by two threads at once): the driver's answer to
+         * memory it does not know; the block stays recap's (still
+         * pinned), or the first free's to decide. */
         pthread_mutex_unlock(&khost_lock);
         event_warning(NULL, "cuMemFreeHost of pinned memory the program already freed; recap's "
                             "kept block stays, CUDA_ERROR_INVALID_VALUE returned");
@@ -156,7 +155,7 @@ int khost_keep(void *p, CUresult *answer)
         pthread_mutex_unlock(&khost_lock);
         return 0;
     }
-    hmap_del(&blocks, p);
+    b->state = KHOST_FREEING;
     pthread_mutex_unlock(&khost_lock);
 
     const char *refusal = keep_refusal(b);
@@ -169,17 +168,19 @@ int khost_keep(void *p, CUresult *answer)
             refusal = "synchronisation failed";
         }
     }
+    unsigned long long budget = cache_budget_bytes();   /* takes cache_lock: not under ours */
     pthread_mutex_lock(&khost_lock);
-    if (!refusal && hmap_put(&blocks, p, b) != 0)
-        refusal = "recap ran out of memory";
+    if (!refusal && kept_bytes + b->size > budget)
+        refusal = "over the cache budget";
     if (refusal) {
+        hmap_del(&blocks, p);
         counts.not_kept++;
         counts.not_kept_reason = refusal;
         pthread_mutex_unlock(&khost_lock);
         free(b);
         return 0;
     }
-    b->kept = 1;
+    b->state = KHOST_KEPT;
     b->next_kept = kept_blocks;
     kept_blocks = b;
     __atomic_add_fetch(&kept_bytes, b->size, __ATOMIC_RELAXED);
@@ -219,7 +220,7 @@ int khost_forget_tracked(void)
     pthread_mutex_lock(&khost_lock);
     for (size_t i = 0; i < blocks.cap; i++) {
         struct khost_block *b = blocks.slots[i].value;
-        if (blocks.slots[i].key && !b->kept) {
+        if (blocks.slots[i].key && b->state == KHOST_HELD) {
             b->next_kept = gone;
             gone = b;
         }

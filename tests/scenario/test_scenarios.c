@@ -861,6 +861,24 @@ Test(scenario, more_shapes_than_the_budget_holds)
     sc_done(&o);
 }
 
+/* Pinned host memory kept counts against the cache budget (apart from
+ * device memory): with room for one of the step's two pinned buffers,
+ * the first freed is kept and handed back, the other is unpinned and
+ * pinned again every step, and the end event says why. */
+Test(scenario, pinned_memory_beyond_the_budget_is_freed_as_asked)
+{
+    struct sc_case c = { .name = "pinned", .iters = 12, .driver = "13000",
+                         .config = "[defaults]\ncache_budget = 1KiB\n" };
+    struct sc_outcome o;
+    sc_compare(&c, &o);
+    cr_expect_eq(run_stat(o.stats, "cuMemHostAlloc"), 1, "the kept buffer pinned %ld times",
+                 run_stat(o.stats, "cuMemHostAlloc"));
+    cr_expect_eq(run_stat(o.stats, "cuMemAllocHost_v2"), c.iters);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"",
+                                 "\"not_kept_reason\":\"over the cache budget\"", NULL), 1);
+    sc_done(&o);
+}
+
 /* A budget smaller than one executable graph of the site (the `small` way
  * of scripts/bench-shapes): the first one released leaves at once, and
  * the site stops there rather than after a window of 64 looks - each look
