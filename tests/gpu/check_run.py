@@ -3,7 +3,7 @@
 
   check_run.py log --log FILE --stderr FILE --min-captures N [--min-reuse F]
                    [--min-by-recap F] [--max-update-failures K]
-                   [--rank R --world-size W]
+                   [--min-host-reused K] [--rank R --world-size W]
       The recap log must be valid JSON Lines, its `capture` events must have a
       known `path`, and its `end` event must count at least N captures (recap
       writes routine events for a site's first 64 captures and then at powers
@@ -27,7 +27,9 @@
       captures after each site's first were recorded by recap (the end
       event's by_recap).
       With --max-update-failures, at most K executable updates
-      may have failed (the end event's update_failures). With --rank and
+      may have failed (the end event's update_failures). With
+      --min-host-reused, recap must have handed pinned host memory back at
+      least K times (the end event's totals.host_memory.reused). With --rank and
       --world-size, the start event must name that rank and world size.
 
   check_run.py memory --plain-stderr FILE --recap-stderr FILE [--slack-mib M]
@@ -167,6 +169,11 @@ def check_log(args):
                         f"{args.min_captures} of each")
 
     start = next((e for e in events if e["event"] == "start"), {})
+    if args.min_host_reused is not None:
+        host = totals.get("host_memory") or {}
+        if host.get("reused", 0) < args.min_host_reused:
+            failures.append(f"pinned host memory handed back {host.get('reused', 0)} times, "
+                            f"expected at least {args.min_host_reused} (host_memory: {host})")
     if args.max_update_failures is not None and end is not None and \
             totals.get("update_failures", 0) > args.max_update_failures:
         failures.append(f"{totals.get('update_failures')} executable updates failed, expected "
@@ -392,6 +399,7 @@ def main():
     p.add_argument("--min-recapture", type=float, default=0.9)
     p.add_argument("--min-by-recap", type=float)
     p.add_argument("--max-update-failures", type=int)
+    p.add_argument("--min-host-reused", type=int)
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)
     p.set_defaults(run=check_log)

@@ -354,6 +354,9 @@ run_case() {
     # few times each, and three captures fail on purpose (a synchronize
     # inside them).
     torch_graphed_callables) log_checks=(--min-reuse 0.8) ;;
+    # A pinned buffer freed and pinned again every step: handed back from
+    # the second step on (the first pin has nothing to take).
+    torch_pinned) log_checks=(--min-host-reused 90) ;;
     nccl_*) log_checks=(--rank 0 --world-size 1) ;;
     esac
     if ! "$PYTHON" "$HERE/check_run.py" log --log "$log" --stderr "$dir/recap.err" \
@@ -633,6 +636,7 @@ run_case torch_shapes 120 - -- "$PYTHON" "$HERE/torch_shapes.py"
 run_case torch_train 81 - -- "$PYTHON" "$HERE/torch_train.py"
 run_case torch_graphed_callables 79 - -- "$PYTHON" "$HERE/torch_graphed_callables.py"
 run_case torch_debug_mode 100 - -- "$PYTHON" "$HERE/torch_debug_mode.py"
+run_case torch_pinned 100 - -- "$PYTHON" "$HERE/torch_pinned.py"
 run_case cupy_capture 200 - -- "$PYTHON" "$HERE/cupy_capture.py"
 run_case cuda_core_graph 200 - -- "$PYTHON" "$HERE/cuda_core_graph.py"
 # Inductor's compiled kernels, cached for the run under recap.
