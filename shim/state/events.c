@@ -592,7 +592,7 @@ void event_end(const struct event_end_above *above)
     memory_json(&l, &w.memory_total);
     jlog_u64(&l, "budget_bytes", above->budget_bytes);
     jlog_u64(&l, "kept_bytes_peak", above->kept_bytes_peak);
-    const struct khost_counts *host = &above->host_memory;
+    const struct event_host_memory *host = &above->host_memory;
     if (host->tracked) {
         /* Pinned host memory the program freed and pinned again. */
         jlog_object_begin(&l, "host_memory");

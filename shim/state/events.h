@@ -11,7 +11,6 @@
 
 #include "policy/reuse_gate.h"
 #include "policy/site.h"
-#include "shim/state/kept_host.h"
 
 struct site;
 
@@ -66,11 +65,19 @@ void event_error(const struct site *site, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* What modules beside and above this one report at exit (the cache, the
  * interposition): the lifecycle gathers it, so events never calls them. */
+/* What recap did with pinned host memory (shim/state/kept_host.h counts
+ * it), for the end event's totals. */
+struct event_host_memory {
+    unsigned long tracked, kept, reused, not_kept;
+    unsigned long long reused_bytes, kept_bytes_peak;
+    const char *not_kept_reason;        /* the last one; static text */
+};
+
 struct event_end_above {
     struct site_cache_counts (*site_counts)(struct site *site);
     struct site_memory_counts (*memory_counts)(struct site *site);
     unsigned long long budget_bytes, kept_bytes_peak;
-    struct khost_counts host_memory;   /* pinned host memory (kept_host.h) */
+    struct event_host_memory host_memory;
     unsigned long resolved_dlsym;      /* wrappers dlsym handed out */
     unsigned long resolved_procaddr;   /* cuGetProcAddress answers */
 };

@@ -36,7 +36,7 @@ static pthread_mutex_t khost_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hmap blocks;          /* ptr -> block, tracked or kept */
 static struct khost_block *kept_blocks;
 static unsigned long long kept_bytes;   /* also read without the lock (atomically) */
-static struct khost_counts counts;
+static struct event_host_memory counts;
 
 int khost_on(void)
 {
@@ -235,10 +235,10 @@ int khost_forget_tracked(void)
     return n;
 }
 
-struct khost_counts khost_counts(void)
+struct event_host_memory khost_counts(void)
 {
     pthread_mutex_lock(&khost_lock);
-    struct khost_counts c = counts;
+    struct event_host_memory c = counts;
     pthread_mutex_unlock(&khost_lock);
     return c;
 }

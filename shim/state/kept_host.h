@@ -32,6 +32,7 @@
 #include <stddef.h>
 
 #include "shim/base/cuda_compat.h"
+#include "shim/state/events.h"
 
 /* The flags an allocation through cuMemAllocHost is told apart by: none
  * of cuMemHostAlloc's (which are bits 0 to 2). */
@@ -63,12 +64,7 @@ int khost_release_all(void);
 int khost_forget_tracked(void);
 
 /* What recap did with pinned memory, for the end event. */
-struct khost_counts {
-    unsigned long tracked, kept, reused, not_kept;
-    unsigned long long reused_bytes, kept_bytes_peak;
-    const char *not_kept_reason;        /* the last one; static text */
-};
-struct khost_counts khost_counts(void);
+struct event_host_memory khost_counts(void);
 
 void khost_after_fork_child(void);
 
