@@ -76,6 +76,10 @@ CUresult si_mem_alloc(size_t size, enum si_mem_kind kind, struct si_context *ctx
     size_t rounded = (size + SI_ALIGN - 1) / SI_ALIGN * SI_ALIGN;
     if (rounded < size) return CUDA_ERROR_OUT_OF_MEMORY;
     if (kind != SI_MEM_HOST && si_mem_charge(size)) return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Pinned host memory is not charged, but no machine pins more than
+     * the device holds here: refused before the host allocator is asked
+     * (a sanitizer's aborts on such a size instead of failing). */
+    if (kind == SI_MEM_HOST && size > si.capacity) return CUDA_ERROR_OUT_OF_MEMORY;
     void *raw = aligned_alloc(SI_ALIGN, rounded);
     if (!raw) {
         if (kind != SI_MEM_HOST) si_mem_uncharge(size);
