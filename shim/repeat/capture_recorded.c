@@ -160,14 +160,6 @@ static const char *begin_refusal(struct capture *cap)
     return NULL;
 }
 
-/* Kept graphs of the program compared before one is copied. Several
- * kinds compared call by call (held_match) crashed PyTorch's
- * fused-optimizer graph test run whole on the H200 (round 23: SIGSEGV in
- * capture_end after a capture recorded into the copy chosen among two;
- * cause not found), so only the one a single copy takes is compared: the
- * path run whole on the GPU without a crash in round 22. */
-#define HELD_KINDS_COMPARED 1
-
 /* No kept graph to compare with: a look that missed, for the site's gate. */
 static void record_miss(struct capture *cap)
 {
@@ -195,7 +187,7 @@ int recorded_take(struct capture *cap)
     if (n == 0) {
         /* Several kinds kept: compared call by call, the one chosen copied
          * then; one kind: copied at once, as before any call. */
-        n = cache_graph_pin_held_kinds(cap->site, epoch, graphs, HELD_KINDS_COMPARED, &no_copy);
+        n = cache_graph_pin_held_kinds(cap->site, epoch, graphs, MATCH_MAX_CANDIDATES, &no_copy);
         if (n > 1) {
             for (int i = 0; i < n; i++)
                 self_record_flush(graphs[i]->recording);   /* nothing left stale while compared */

@@ -325,10 +325,13 @@ static int output_kinds(const char *out, int *captures)
  * compared and given back must not stay the newest (only the 8 newest
  * kinds are compared), or an optimizer's kinds crowd out the next one's
  * and each repeat falls back until the site stops. sweep_late frees each
- * graph only after the next capture. Each optimizer's first kinds'
- * graphs come back after others of a later configuration repeated in
- * between, and seven new kinds in a row come after a quarter of the
- * captures repeated: neither may stop the site. */
+ * graph only after the next capture; sweep_kept never frees one (PyTorch
+ * once a test enabled debug mode), so each repeat is recorded into a copy
+ * of the graph it matches among the kinds kept: all but the very first
+ * repeat, which comes before the site knows the program keeps its graphs.
+ * Each optimizer's first kinds' graphs come back after others of a later
+ * configuration repeated in between, and seven new kinds in a row come
+ * after a quarter of the captures repeated: neither may stop the site. */
 static void sweep_case(const char *name)
 {
     struct match_case c = { .version = "13000", .iters = 9 };
@@ -338,7 +341,8 @@ static void sweep_case(const char *name)
     int captures, kinds = output_kinds(o.base.out, &captures);
     cr_assert_eq(captures, 162, "%s: %d captures in the output", name, captures);
     long served = run_log_total(o.log, "by_recap");
-    cr_expect_eq(served, captures - kinds, "%s: %ld of the %d captures whose kind came before "
+    int unknowable = !strcmp(name, "sweep_kept");
+    cr_expect_eq(served, captures - kinds - unknowable, "%s: %ld of the %d captures whose kind came before "
                  "were recorded by recap (%d captures, %d kinds); %ld fallbacks, %ld back-offs",
                  name, served, captures - kinds, captures, kinds,
                  run_log_total(o.log, "fallbacks"), run_log_total(o.log, "backoffs"));
@@ -360,19 +364,9 @@ Test(matching, an_optimizer_sweep_freeing_late_repeats_every_kind_it_kept, .time
     sweep_case("sweep_late");
 }
 
-/* sweep_kept: the program never frees a graph. With one kept kind
- * compared before a copy (HELD_KINDS_COMPARED: comparing several crashed
- * PyTorch's fused-optimizer test run whole on the H200, round 23) the
- * newest kept graph is copied whatever comes next, and a sweep is barely
- * served (1 of 90 repeats, against 89 with 8 kinds compared): only the
- * program's results, and the objects it leaves alive, are asserted. */
-Test(matching, an_optimizer_sweep_keeping_its_graphs_gets_its_results, .timeout = 300)
+Test(matching, an_optimizer_sweep_keeping_its_graphs_repeats_every_kind_it_kept, .timeout = 300)
 {
-    struct match_case c = { .name = "sweep_kept", .version = "13000", .iters = 9 };
-    struct match_outcome o;
-    match_run(&c, NULL, &o);
-    cr_expect_eq(run_log_total(o.log, "captures"), 162);
-    match_done(&o);
+    sweep_case("sweep_kept");
 }
 
 /* At 13.3 the recapture names its graph at the begin, from the stream's
