@@ -274,7 +274,7 @@ static void settings_defaults(struct recap_settings *s)
     s->mode = RECAP_MODE_AUTO;
     s->self_record = 1;
     s->keep_memory = 1;
-    s->copy_held = 1;
+    s->copy_held = 0;
     s->sites_filter = SITES_ALL;
     settings_copy(s->sites_text, sizeof s->sites_text, "all");
     settings_copy(s->log_template, sizeof s->log_template, SETTINGS_DEFAULT_LOG);

@@ -38,13 +38,12 @@
  * kept when the program frees it and handed back to the site's next
  * capture (shim/state/kept_memory.h). RECAP_KEEP_MEMORY over [defaults]
  * keep_memory.
- * copy_held, default on (RECAP_COPY_HELD=off turns it off): where the
+ * copy_held, default off (RECAP_COPY_HELD=on turns it on): where the
  * program keeps every graph it captures, record repeat captures into
- * copies of the newest (shim/repeat/graph_copy.h). It was off while a
- * wrong result with it on (PyTorch's fused-optimizer graph test on the
- * H200) was unexplained; a copy left part way is now discarded, and that
- * test and PyTorch's and cuda.core's graph test files give their plain
- * outcomes with copies on (docs/decisions.md, round 22).
+ * copies of the graphs it keeps (shim/repeat/graph_copy.h). On in rounds
+ * 22-23; off again since PyTorch's graph tests run whole in one process
+ * crashed twice (SIGSEGV in capture_end, right after a capture recorded
+ * into a copy), a cause not found (docs/decisions.md, round 24).
  * A bad RECAP_LOG template leaves the default template in place (observe
  * mode still logs, so the problem is visible there too).
  */

@@ -330,7 +330,9 @@ Test(kept_memory, copies_of_kept_graphs_name_each_captures_own_pool)
 Test(kept_memory, a_copy_left_part_way_names_the_next_captures_pool)
 {
     struct pool_run o;
+    copy_held = "on";
     pool_compare("pool_keep_graphs_odd", "13000", NULL, &o);
+    copy_held = NULL;
     long fallbacks = run_log_total(o.log, "fallbacks"), recorded = run_log_total(o.log, "by_recap");
     long clones = run_stat(o.stats, "cuGraphClone");
     cr_expect_geq(recorded, STEPS - 4, "%ld of %d captures recorded", recorded, STEPS);
@@ -355,7 +357,9 @@ Test(kept_memory, a_copy_left_part_way_names_the_next_captures_pool)
 Test(kept_memory, a_program_keeping_its_graphs_repeats_each_new_kind_from_its_second_capture)
 {
     struct pool_run o;
+    copy_held = "on";
     pool_compare("pool_keep_graphs_kinds", "13000", NULL, &o);
+    copy_held = NULL;
     long fallbacks = run_log_total(o.log, "fallbacks"), recorded = run_log_total(o.log, "by_recap");
     cr_expect_eq(fallbacks, 1, "%ld captures left their copy, expected one: the first of the "
                  "second kind", fallbacks);
@@ -376,7 +380,9 @@ Test(kept_memory, a_program_keeping_its_graphs_repeats_each_new_kind_from_its_se
 Test(kept_memory, a_program_keeping_graphs_that_take_turns_is_recorded)
 {
     struct pool_run o;
+    copy_held = "on";
     pool_compare("pool_keep_graphs_turns", "13000", NULL, &o);
+    copy_held = NULL;
     long fallbacks = run_log_total(o.log, "fallbacks"), recorded = run_log_total(o.log, "by_recap");
     cr_expect_eq(recorded, STEPS - 3, "%ld of %d captures recorded, expected all from the fourth",
                  recorded, STEPS);
