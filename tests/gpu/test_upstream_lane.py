@@ -312,7 +312,7 @@ cases, sites = [], []
 for t in chosen:
     path, *classes, name = t.split('::')
     classname = '.'.join([path[:-3].replace('/', '.')] + classes)
-    outcome = spec[t]['outcome'][mode]
+    outcome = spec[t]['outcome'].get(mode + ('_alone' if alone else ''), spec[t]['outcome'][mode])
     body = {'passed': '', 'failed': '<failure message="f">f</failure>',
             'skipped': '<skipped message="s">s</skipped>', 'error': '<error message="e">e</error>'}
     cases.append(f'<testcase classname="{classname}" name="{name}">{body[outcome]}</testcase>')
@@ -325,7 +325,7 @@ with open(junit, 'w') as f:
     f.write('<testsuites><testsuite>' + ''.join(cases) + '</testsuite></testsuites>')
 if mode == 'recap':
     write_log(os.environ['RECAP_LOG'], os.getpid(), sites)
-sys.exit(1 if any(spec[t]['outcome'][mode] in ('failed', 'error') for t in chosen) else 0)
+sys.exit(1 if any('<failure' in c or '<error' in c for c in cases) else 0)
 '''
 
 TEST_REL = 'tests/cupy_tests/cuda_tests/test_graph.py'
@@ -400,6 +400,27 @@ class WholeLane(Temp):
         # run once more alone, plain and under recap, to tell flakiness
         self.assertIn(f'alone again: {TEST_REL}::TestGraph::test_loop_more: plain passed, '
                       'recap failed', r.stdout)
+
+    def test_a_test_failing_alone_only_under_recap_fails(self):
+        # Round 23: the site's share was judged alone, its test's outcome not.
+        r = self.lane(self.spec(test_loop={'outcome': {'plain': 'passed', 'recap': 'passed',
+                                                       'recap_alone': 'failed'}}))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn(f'FAIL  cupy:{TEST_REL}  alone, outcome differs: {TEST_REL}::TestGraph::'
+                      'test_loop: plain passed, recap failed', r.stdout)
+        calls = self.calls_made()
+        # plain, recap, the test alone under recap, then alone plain
+        self.assertEqual([c['preload'] is not None for c in calls], [False, True, True, False])
+        self.assertEqual(calls[3]['args'][-1], f'{TEST_REL}::TestGraph::test_loop')
+
+    def test_a_test_failing_alone_plain_too_is_said_not_judged(self):
+        r = self.lane(self.spec(test_loop={'outcome': {'plain': 'passed', 'recap': 'passed',
+                                                       'recap_alone': 'failed',
+                                                       'plain_alone': 'failed'}}))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f'alone: {TEST_REL}::TestGraph::test_loop: failed under recap and plain '
+                      'alike', r.stdout)
+        self.assertNotIn('alone, outcome differs', r.stdout)
 
     def test_low_share_alone_fails(self):
         r = self.lane(self.spec(test_loop={'recaptured': {'whole': 29, 'alone': 20}}))

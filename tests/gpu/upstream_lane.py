@@ -560,6 +560,36 @@ def run_file(lane, project, checkout, relpath, index_no):
     check_sites(lane, project, checkout, name, tag, test_path, relfile, recap, collected)
 
 
+WORSE = {'failed', 'error'}
+
+
+def check_alone_outcomes(lane, project, checkout, name, tag, relfile, ids, run):
+    """A test that failed under recap run alone is run alone plain too:
+    passing there, it is a bug recap made (round 23's H200 lane printed
+    PASS for a site whose test failed alone under recap, since only the
+    site's share was judged). Failing plain alike, it is said, not judged."""
+    outcomes = read_junit(run.junit, relfile)
+    if outcomes is None:
+        lane.report('FAIL', name, f'alone under recap ({", ".join(ids)}): no JUnit XML '
+                                  f'(exit {run.rc})')
+        return
+    bad = sorted(nid for nid, outcome in outcomes.items() if outcome in WORSE)
+    if not bad:
+        return
+    plain = lane.run_pytest(project, checkout, f'{tag}-plain', bad, False)
+    got = read_junit(plain.junit, relfile) if plain is not None else None
+    for nid in bad:
+        was = (got or {}).get(nid)
+        if was is None:
+            lane.say(f'      alone: {nid}: recap {outcomes[nid]}, plain alone not known '
+                     f'({"time budget spent" if plain is None else "no JUnit XML"})')
+        elif was in WORSE:
+            lane.say(f'      alone: {nid}: {outcomes[nid]} under recap and plain alike')
+        else:
+            lane.report('FAIL', name, f'alone, outcome differs: {nid}: plain {was}, '
+                                      f'recap {outcomes[nid]}')
+
+
 def retry_differences(lane, project, checkout, tag, differing, relfile):
     """Tests whose outcome differed, run once more alone, plain and under
     recap: a flaky test differs alike without recap. Said, not judged."""
@@ -608,6 +638,8 @@ def check_sites(lane, project, checkout, name, tag, test_path, relfile, recap, c
             alone_logs[ids] = run
             if run is not None:
                 lane.say(f'    alone {test}: {lane.describe(run, read_junit(run.junit, relfile))}')
+                check_alone_outcomes(lane, project, checkout, name,
+                                     f'{tag}-alone{len(alone_logs):02d}', relfile, list(ids), run)
         run = alone_logs[ids]
         if run is None:
             alone, verdict = 'not run: time budget spent', 'FAIL'
