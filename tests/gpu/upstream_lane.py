@@ -563,12 +563,12 @@ def run_file(lane, project, checkout, relpath, index_no):
 WORSE = {'failed', 'error'}
 
 
-def check_alone_outcomes(lane, project, checkout, name, tag, relfile, ids, run):
-    """A test that failed under recap run alone is run alone plain too:
-    passing there, it is a bug recap made (round 23's H200 lane printed
-    PASS for a site whose test failed alone under recap, since only the
-    site's share was judged). Failing plain alike, it is said, not judged."""
-    outcomes = read_junit(run.junit, relfile)
+def check_alone_outcomes(lane, project, checkout, name, tag, relfile, ids, run, outcomes):
+    """A test that failed under recap run alone (`outcomes`, from `run`'s
+    JUnit XML) is run alone plain too: passing there, it is a bug recap
+    made (round 23's H200 lane printed PASS for a site whose test failed
+    alone under recap, since only the site's share was judged). Failing
+    plain alike, it is said, not judged."""
     if outcomes is None:
         lane.report('FAIL', name, f'alone under recap ({", ".join(ids)}): no JUnit XML '
                                   f'(exit {run.rc})')
@@ -633,13 +633,14 @@ def check_sites(lane, project, checkout, name, tag, test_path, relfile, recap, c
         test = ids[0] if len(ids) == 1 else f'{"::".join((relfile,) + owner[0] + (owner[1],))} ' \
                                             f'({len(ids)} collected)'
         if ids not in alone_logs:
-            run = lane.run_pytest(project, checkout, f'{tag}-alone{len(alone_logs) + 1:02d}',
-                                  list(ids), True)
+            alone_tag = f'{tag}-alone{len(alone_logs) + 1:02d}'
+            run = lane.run_pytest(project, checkout, alone_tag, list(ids), True)
             alone_logs[ids] = run
             if run is not None:
-                lane.say(f'    alone {test}: {lane.describe(run, read_junit(run.junit, relfile))}')
-                check_alone_outcomes(lane, project, checkout, name,
-                                     f'{tag}-alone{len(alone_logs):02d}', relfile, list(ids), run)
+                outcomes = read_junit(run.junit, relfile)
+                lane.say(f'    alone {test}: {lane.describe(run, outcomes)}')
+                check_alone_outcomes(lane, project, checkout, name, alone_tag, relfile, list(ids),
+                                     run, outcomes)
         run = alone_logs[ids]
         if run is None:
             alone, verdict = 'not run: time budget spent', 'FAIL'
