@@ -4,6 +4,7 @@
   check_run.py log --log FILE --stderr FILE --min-captures N [--min-reuse F]
                    [--min-by-recap F] [--max-update-failures K]
                    [--min-host-reused K] [--rank R --world-size W]
+                   [--expect-warning TEXT]
       The recap log must be valid JSON Lines, its `capture` events must have a
       known `path`, and its `end` event must count at least N captures (recap
       writes routine events for a site's first 64 captures and then at powers
@@ -31,6 +32,8 @@
       --min-host-reused, recap must have handed pinned host memory back at
       least K times (the end event's totals.host_memory.reused). With --rank and
       --world-size, the start event must name that rank and world size.
+      With --expect-warning, some warning event's message must contain TEXT
+      (what the log tells a user whose site recap leaves alone by default).
 
   check_run.py memory --plain-stderr FILE --recap-stderr FILE [--slack-mib M]
       Reads the "memory: after N iterations: B bytes in use" lines that
@@ -184,6 +187,10 @@ def check_log(args):
                         f"{start.get('world_size')}, expected rank {args.rank} of "
                         f"{args.world_size}")
     problems = [e for e in events if e["event"] in ("warning", "error")]
+    if args.expect_warning is not None and not any(
+            e["event"] == "warning" and args.expect_warning in str(e.get("message"))
+            for e in problems):
+        failures.append(f"no warning says {args.expect_warning!r}")
     summary = (f"log: {len(events)} events, driver {start.get('driver')}, mode {start.get('mode')}, "
                f"recapture_api {start.get('recapture_api')}; captures {totals.get('captures')} "
                f"({len(captures)} events: {dict(sorted(paths.items()))}); instantiations "
@@ -402,6 +409,7 @@ def main():
     p.add_argument("--min-host-reused", type=int)
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)
+    p.add_argument("--expect-warning")
     p.set_defaults(run=check_log)
     p = sub.add_parser("memory")
     p.add_argument("--plain-stderr", required=True)
