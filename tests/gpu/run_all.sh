@@ -348,11 +348,12 @@ run_case() {
     # Four threads, two shapes, one site: recorded by recap (13.0), unless
     # the whole suite runs with self-recording off.
     threads_one_site) [ "${RECAP_SELF_RECORD:-}" = off ] || log_checks=(--min-by-recap 0.9) ;;
-    # PyTorch keeps every graph in debug mode: recorded into copies (13.0).
-    # Copies of kept graphs are off by default (a crash in PyTorch's graph
-    # tests run whole, round 23): the site is left to executable reuse and
-    # the log names the setting; with RECAP_COPY_HELD=on it is recorded.
-    torch_debug_mode) log_checks=(--expect-warning RECAP_COPY_HELD=on) ;;
+    # PyTorch keeps every graph in debug mode. Copies of kept graphs are
+    # off by default (a crash in PyTorch's graph tests run whole, round
+    # 23): the site is left to executable reuse and the log names the
+    # setting; with RECAP_COPY_HELD=on it is recorded into copies (13.0).
+    torch_debug_mode)
+        [ "${RECAP_SELF_RECORD:-}" = off ] || log_checks=(--expect-warning RECAP_COPY_HELD=on) ;;
     torch_debug_mode_copies)
         [ "${RECAP_SELF_RECORD:-}" = off ] || log_checks=(--min-by-recap 0.9) ;;
     # PyTorch's graph features, one after the other: most sites capture a

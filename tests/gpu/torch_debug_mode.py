@@ -9,13 +9,15 @@ from then on every graph of every CUDAGraph is kept - and, since the
 object forgets it (has_graph_ goes false), never destroyed. PyTorch's own
 test_graph_debugdump sets it, so every graph test after it in
 test/test_cuda.py captures that way. recap then has no released graph to
-record into: it must copy the newest graph the program keeps.
+record into: only a copy of the newest graph the program keeps serves.
 
 The loop is test_repeat_graph_capture_cublas_workspace_memory's, with a
 Python float that changes every iteration: 100 fresh torch.cuda.CUDAGraph
 captures of one torch.mm at one site, each replayed and checked against
-the same step run eagerly. run_all.sh asks the recap log for recording
-(by recap) of at least 90 % of the captures after the first.
+the same step run eagerly. run_all.sh runs it twice: by default, where
+copies are off and the log must name RECAP_COPY_HELD=on (executable graphs
+reused), and with RECAP_COPY_HELD=on, where at least 90 % of the captures
+after the first must be recorded by recap.
 Exit 0 right, 1 a graph result differs from the eager one, 77 SKIP.
 """
 import sys
