@@ -42,8 +42,8 @@
  * program keeps every graph it captures, record repeat captures into
  * copies of the graphs it keeps (shim/repeat/graph_copy.h). On in rounds
  * 22-23; off again since PyTorch's graph tests run whole in one process
- * crashed twice (SIGSEGV in capture_end, right after a capture recorded
- * into a copy), a cause not found (docs/decisions.md, round 24).
+ * crashed (round 24): driver 580 breaks the graph a written clone came
+ * from, for the program's own later use too (docs/decisions.md, round 27).
  * A bad RECAP_LOG template leaves the default template in place (observe
  * mode still logs, so the problem is visible there too).
  */

@@ -15,6 +15,61 @@
 #include "shim/repeat/self_record.h"
 #include "shim/state/user_objects.h"
 
+/* Gives the nodes of a fresh clone parameters of their own: each kernel,
+ * memset and memcpy node is set to what it holds, before anything else
+ * reads or writes the clone. On driver 580 (CUDA 13.0) a clone written in
+ * some of its kernel nodes later crashed the driver (SIGSEGV in
+ * cuGraphInstantiateWithFlags or cuGraphExecUpdate_v2, of that clone or of
+ * another clone of the same graph): PyTorch's optimizer graphs crashed in
+ * every one of about twenty runs with copies on, and in none of three with
+ * this step (docs/measurements.md, round 27). The driver's side of it
+ * shows without recap (tests/gpu/probe_clone_write.py): once a clone is
+ * written, instantiating the graph it was cloned from crashes, with this
+ * step or without; that is why copies stay off by default.
+ *
+ * A kernel node that cannot be set fails the copy. A memset or memcpy
+ * node whose memory is gone (a kept graph's pool often is) is refused by
+ * the driver and left as cloned: the recording rewrites it if it changes.
+ * Returns the first failing call's result, naming it in *call. */
+static CUresult detach_clone_nodes(CUgraph clone, const char **call)
+{
+    size_t n = 0;
+    *call = "cuGraphGetNodes";
+    CUresult r = DRV_REAL(cuGraphGetNodes)(clone, NULL, &n);
+    if (r != CUDA_SUCCESS || n == 0)
+        return r;
+    CUgraphNode *nodes = malloc(n * sizeof *nodes);
+    if (!nodes) {
+        *call = "recap's list of the copy's nodes (out of memory)";
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    r = DRV_REAL(cuGraphGetNodes)(clone, nodes, &n);
+    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+        CUgraphNodeType type;
+        *call = "cuGraphNodeGetType";
+        if ((r = DRV_REAL(cuGraphNodeGetType)(nodes[i], &type)) != CUDA_SUCCESS)
+            break;
+        if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            CUDA_KERNEL_NODE_PARAMS p;
+            *call = "cuGraphKernelNodeGetParams_v2";
+            if ((r = DRV_REAL(cuGraphKernelNodeGetParams_v2)(nodes[i], &p)) == CUDA_SUCCESS) {
+                *call = "cuGraphKernelNodeSetParams_v2";
+                r = DRV_REAL(cuGraphKernelNodeSetParams_v2)(nodes[i], &p);
+            }
+        } else if (type == CU_GRAPH_NODE_TYPE_MEMSET) {
+            CUDA_MEMSET_NODE_PARAMS p;
+            if (DRV_REAL(cuGraphMemsetNodeGetParams)(nodes[i], &p) == CUDA_SUCCESS)
+                (void)DRV_REAL(cuGraphMemsetNodeSetParams)(nodes[i], &p);
+        } else if (type == CU_GRAPH_NODE_TYPE_MEMCPY) {
+            CUDA_MEMCPY3D p;
+            if (DRV_REAL(cuGraphMemcpyNodeGetParams)(nodes[i], &p) == CUDA_SUCCESS)
+                (void)DRV_REAL(cuGraphMemcpyNodeSetParams)(nodes[i], &p);
+        }
+    }
+    free(nodes);
+    return r;
+}
+
 /* The recording of `original` for its clone: every node mapped. Returns
  * NULL on failure, with *call and *r saying which driver call failed (NULL
  * call: memory ran out). */
@@ -76,6 +131,10 @@ struct graph_rec *graph_copy_pinned(struct graph_rec *held, unsigned long epoch,
         call = "a setter bringing the graph up to date";
     else
         r = DRV_REAL(cuGraphClone)(&clone, original);
+    if (r == CUDA_SUCCESS && (r = detach_clone_nodes(clone, &call)) != CUDA_SUCCESS) {
+        DRV_REAL(cuGraphDestroy)(clone);
+        clone = NULL;
+    }
     if (r == CUDA_SUCCESS && recorded) {
         recording = recording_for_clone(held->recording, clone, &call, &r);
         if (!recording) {

@@ -144,7 +144,8 @@ static void tell_keeping(struct site *site, int copying)
         event_warning(site, "the program keeps the graphs it captures here (two alike kept in a "
                             "row, neither destroyed): nothing is released for recap to record "
                             "into, so these captures stay the driver's (RECAP_COPY_HELD=on "
-                            "records into copies)");
+                            "records into copies; driver 580 then breaks the graphs copied for "
+                            "the program's own later use)");
     if (__atomic_add_fetch(&sites_keeping, 1, __ATOMIC_RELAXED) == 2)
         event_warning(NULL, "the program keeps the graphs it captures at more than one site: "
                             "recap records no repeat capture there%s (PyTorch keeps every graph "

@@ -70,6 +70,9 @@ static void pool_compare(const char *name, const char *version, const char *keep
         run_setenv(&spec, "RECAP_KEEP_MEMORY", "%s", keep);
     if (copy_held)
         run_setenv(&spec, "RECAP_COPY_HELD", "%s", copy_held);
+    /* Where copies are made, the driver's sharing of a clone's arguments
+     * (tests/standin/standin_internal.h: si_graph_check_shared) is on. */
+    run_setenv(&spec, "STANDIN_CLONE_SHARES", "1");
     cr_assert_eq(run_program(&spec, &o->recap), 0);
 
     cr_assert_eq(o->base.status, 0, "%s at %s fails without recap: %s", name, version, o->base.err);

@@ -90,6 +90,9 @@ static void match_run(const struct match_case *c, const char *mode, struct match
         run_setenv(&spec, "RECAP_MODE", "%s", mode);
     if (copy_held)
         run_setenv(&spec, "RECAP_COPY_HELD", "%s", copy_held);
+    /* Where copies are made, the driver's sharing of a clone's arguments
+     * (tests/standin/standin_internal.h: si_graph_check_shared) is on. */
+    run_setenv(&spec, "STANDIN_CLONE_SHARES", "1");
     cr_assert_eq(run_program(&spec, &o->recap), 0);
 
     cr_assert_eq(o->recap.status, o->base.status, "%s at %s: exit status %d under recap, %d "

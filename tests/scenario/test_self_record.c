@@ -61,6 +61,9 @@ static void sr_compare(const char *name, int iters, struct sr_outcome *o)
     run_setenv(&spec, "RECAP_SELF_RECORD", "on");
     if (copy_held)
         run_setenv(&spec, "RECAP_COPY_HELD", "%s", copy_held);
+    /* Where copies are made, the driver's sharing of a clone's arguments
+     * (tests/standin/standin_internal.h: si_graph_check_shared) is on. */
+    run_setenv(&spec, "STANDIN_CLONE_SHARES", "1");
     cr_assert_eq(run_program(&spec, &o->recap), 0);
 
     cr_assert_eq(o->recap.status, o->base.status, "%s: exit status %d under recap, %d without\n%s",

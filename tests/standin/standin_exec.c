@@ -442,6 +442,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph hGraph, unsigned long long
         (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH))
         return CUDA_ERROR_INVALID_VALUE;
     if (g->owner || g->capturing) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = si_graph_check_shared(g, "instantiation"))) return rc;
     if ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) &&
         (*result = device_launch_check(g, err)) != CUDA_GRAPH_INSTANTIATE_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;

@@ -102,6 +102,7 @@ static CUresult exec_update(CUgraphExec hExec, CUgraph hGraph, struct update_err
     CUresult rc = si_get(hExec, SI_EXEC, &e);
     if (rc || (rc = si_get(hGraph, SI_GRAPH, &g))) return rc;
     if (g->owner) return CUDA_ERROR_INVALID_VALUE; /* a moved child graph */
+    if ((rc = si_graph_check_shared(g, "an executable graph's update from a graph"))) return rc;
     struct si_update_ctx uc = update_ctx(e, SI_UPDATE_WHOLE_GRAPH);
     if (!check_graph(e, g, &uc, err)) return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     apply_graph(e, g);

@@ -47,8 +47,57 @@ void si_graph_release_user_objects(struct si_graph *g)
     si_vec_free(&refs);
 }
 
+/* --- arguments a clone shares (STANDIN_CLONE_SHARES) ------------------ */
+
+struct si_param_share {
+    unsigned members;
+    bool broken; /* a member was set while others shared it */
+};
+
+static void share_leave(struct si_node *n, bool set)
+{
+    struct si_param_share *s = n->share;
+    if (!s) return;
+    n->share = NULL;
+    if (--s->members == 0) {
+        free(s);
+        return;
+    }
+    if (set) s->broken = true;
+}
+
+static void share_join(struct si_node *clone, struct si_node *original)
+{
+    if (!si.clone_shares_params || original->p.np.type != CU_GRAPH_NODE_TYPE_KERNEL) return;
+    if (!original->share) {
+        original->share = si_calloc(1, sizeof(*original->share));
+        original->share->members = 1;
+    }
+    clone->share = original->share;
+    clone->share->members++;
+}
+
+void si_node_params_set(struct si_node *n)
+{
+    share_leave(n, true);
+}
+
+CUresult si_graph_check_shared(struct si_graph *g, const char *what)
+{
+    for (size_t i = 0; i < g->nodes.n; i++) {
+        struct si_node *n = g->nodes.v[i];
+        if (n->share && n->share->broken) {
+            si_misuse("%s of a graph whose kernel node shares its arguments with a clone set since "
+                      "(driver 580 crashes here)", what);
+            return CUDA_ERROR_ILLEGAL_STATE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
 static void node_free(struct si_node *n)
 {
+    share_leave(n, false);
     si_params_free(&n->p);
     si_vec_free(&n->deps);
     si_vec_free(&n->outs);
@@ -174,6 +223,7 @@ CUresult si_graph_clone(struct si_graph *src, struct si_graph **out)
             return rc;
         }
         cn->clone_of = sn;
+        share_join(cn, sn);
     }
     for (size_t i = 0; i < src->urefs.n; i++) {
         struct si_user_object *u = src->urefs.v[i];

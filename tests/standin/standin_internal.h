@@ -270,6 +270,7 @@ struct si_node {
     struct si_vec deps; /* in edge order */
     struct si_vec outs;
     struct si_node *clone_of;
+    struct si_param_share *share; /* STANDIN_CLONE_SHARES: kernel arguments shared with clones */
     unsigned long visit; /* traversal mark, see si_next_visit() */
     size_t scratch;      /* transient index while cloning or instantiating */
 };
@@ -316,6 +317,17 @@ bool si_graph_names_unloaded_code(const struct si_graph *g);
 bool si_exec_names_unloaded_code(const struct si_exec *e);
 void si_graph_free(struct si_graph *g);          /* tombstones graph and nodes */
 CUresult si_graph_clone(struct si_graph *src, struct si_graph **out);
+/* STANDIN_CLONE_SHARES=1 models driver 580 (CUDA 13.0) as measured with
+ * PyTorch's graphs (tests/gpu/probe_clone_write.py): a clone's kernel
+ * nodes share their arguments with the original's until one of them is
+ * set; that set leaves every other sharer broken, and so are later clones
+ * of a broken node; instantiating a graph with a broken node, or updating
+ * an executable graph from one, crashed the driver. Setting a node gives
+ * it arguments of its own again. si_node_params_set is called after a
+ * node's parameters were set; si_graph_check_shared counts a misuse and
+ * returns CUDA_ERROR_ILLEGAL_STATE where the driver would have crashed. */
+void si_node_params_set(struct si_node *n);
+CUresult si_graph_check_shared(struct si_graph *g, const char *what);
 CUresult si_graph_add(struct si_graph *g, struct si_params *p, /* takes p */
                       struct si_node *const *deps, size_t ndeps, struct si_node **out);
 CUresult si_graph_check_deps(struct si_graph *g, const CUgraphNode *deps, size_t n,
@@ -526,6 +538,7 @@ struct si_state {
     bool null_callback_accepted;
     bool callback_every_node; /* STANDIN_RECAPTURE_CALLBACK=every */
     bool unloaded_code_refused; /* STANDIN_UNLOADED_CODE=refuse (si_names_unloaded_code) */
+    bool clone_shares_params;   /* STANDIN_CLONE_SHARES=1 (si_graph_check_shared) */
     unsigned long error_node;
     size_t capacity, used;
     char *report_path;

@@ -237,6 +237,7 @@ static CUresult set_node_params(struct si_node *n, CUgraphNodeParams *np)
     si_params_free(&n->p);
     n->p = p;
     if (n->p.child) n->p.child->owner = n;
+    si_node_params_set(n);
     return CUDA_SUCCESS;
 }
 

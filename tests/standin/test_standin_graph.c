@@ -323,6 +323,59 @@ Test(graph, user_objects, .init = setup)
     CK(cuGraphDestroy(g));
 }
 
+/* STANDIN_CLONE_SHARES=1: driver 580's clone, as PyTorch's graphs showed
+ * it (tests/gpu/probe_clone_write.py). Setting a clone's kernel node leaves
+ * the original broken, and a clone of it; a node set again is whole. */
+static void setup_clone_shares(void)
+{
+    setenv("STANDIN_CLONE_SHARES", "1", 1);
+    setup();
+}
+
+static CUresult instantiate_and_drop(CUgraph g)
+{
+    CUgraphExec e;
+    CUresult rc = cuGraphInstantiate(&e, g, 0);
+    if (rc == CUDA_SUCCESS)
+        CK(cuGraphExecDestroy(e));
+    return rc;
+}
+
+static void set_own_params(CUgraphNode n)
+{
+    CUDA_KERNEL_NODE_PARAMS kp;
+    CK(cuGraphKernelNodeGetParams(n, &kp));
+    CK(cuGraphKernelNodeSetParams(n, &kp));
+}
+
+Test(graph, a_written_clone_breaks_what_it_shares, .init = setup_clone_shares)
+{
+    struct diamond x = diamond();
+    CUgraph first, second, third;
+    CUgraphNode c1, c2;
+    unsigned long misuses = standin_misuse_count();
+    CK(cuGraphClone(&first, x.g));
+    cr_assert_eq(instantiate_and_drop(x.g), CUDA_SUCCESS, "a clone alone breaks nothing");
+    CK(cuGraphNodeFindInClone(&c1, x.c, first));
+    set_own_params(c1);
+    cr_assert_eq(instantiate_and_drop(first), CUDA_SUCCESS, "the written clone is whole");
+    cr_assert_eq(instantiate_and_drop(x.g), CUDA_ERROR_ILLEGAL_STATE,
+                 "the original shares the written node's arguments");
+    cr_assert_eq(standin_misuse_count(), misuses + 1);
+    CK(cuGraphClone(&second, x.g));
+    cr_assert_eq(instantiate_and_drop(second), CUDA_ERROR_ILLEGAL_STATE,
+                 "a clone of a broken graph is broken");
+    CK(cuGraphNodeFindInClone(&c2, x.c, second));
+    set_own_params(c2);
+    cr_assert_eq(instantiate_and_drop(second), CUDA_SUCCESS, "a node set again is whole");
+    CK(cuGraphClone(&third, first));
+    CK(cuGraphDestroy(first));
+    cr_assert_eq(instantiate_and_drop(third), CUDA_SUCCESS, "destroying a sharer breaks nothing");
+    CK(cuGraphDestroy(third));
+    CK(cuGraphDestroy(second));
+    CK(cuGraphDestroy(x.g));
+}
+
 Test(graph, destroyed_handles_are_misuses, .init = setup)
 {
     CUgraph g;
