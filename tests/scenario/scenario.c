@@ -639,7 +639,25 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
          * good every fifth capture (one variant after another);
          * pool_keep_graphs_turns: two kernels take turns (per-tensor and
          * foreach variants of one optimizer step, alternately). */
-        int other = odd == 1 ? it % 6 == 4 : odd == 2 ? (it / 5) % 2 : odd == 3 ? it % 2 : 0;
+        int other = odd == 1 || odd == 4 ? it % 6 == 4 : odd == 2 ? (it / 5) % 2 : odd == 3 ? it % 2 : 0;
+        /* pool_keep_graphs_late: as _odd, with a kernel before the odd
+         * one whose scale is other on odd steps only, and a query of the
+         * capture's graph after it (as a framework asks for the capture's
+         * dependencies), so that an odd capture writes its new argument
+         * into the copy it goes on in, and the next capture keeps the
+         * usual one. */
+        float scale = other ? 3.0f : 2.0f;
+        void *scale_params[] = { &scale, &ctx.buf[0], &ctx.buf[1], &n };
+        int pre = 0;
+        if (odd == 4) {
+            CUstreamCaptureStatus status;
+            CUgraph capturing = NULL;
+            const CUgraphNode *deps = NULL;
+            size_t ndeps = 0;
+            pre = (int)launch_on(ctx.axpy, ctx.stream[0], scale_params);
+            pre = pre ? pre : (int)cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing,
+                                                          &deps, NULL, &ndeps);
+        }
         int axpy = other ? (int)launch_on(ctx.shift, ctx.stream[0], shift_params)
                          : (int)launch_on(ctx.axpy, ctx.stream[0], params);
         int alloc2 = (int)alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
@@ -656,7 +674,7 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
         int free1 = pool ? (int)cuMemFree(pool) : -1;
         int free2 = pool2 ? (int)cuMemFree(pool2) : -1;
         int free0 = before ? (pool0 ? (int)cuMemFree(pool0) : -1) : 0;
-        failures += fill || begin || alloc1 || zero || axpy || alloc2 || copy1 || copy2 || end ||
+        failures += fill || begin || alloc1 || zero || pre || axpy || alloc2 || copy1 || copy2 || end ||
                     inst || launch || sync || free1 || free2 || alloc0 || zero0 || free0;
         if (before)
             printf("it=%d before rc=%d,%d,%d\n", it, alloc0, zero0, free0);
@@ -2006,7 +2024,8 @@ int main(int argc, char **argv)
                       !strcmp(name, "pool_meminfo"), !strcmp(name, "pool_before"),
                       !strcmp(name, "pool_keep_graphs_odd") ? 1 :
                       !strcmp(name, "pool_keep_graphs_kinds") ? 2 :
-                      !strcmp(name, "pool_keep_graphs_turns") ? 3 : 0);
+                      !strcmp(name, "pool_keep_graphs_turns") ? 3 :
+                      !strcmp(name, "pool_keep_graphs_late") ? 4 : 0);
     else if (!strcmp(name, "sweep") || !strcmp(name, "sweep_late") ||
              !strcmp(name, "sweep_kept"))
         rc = run_sweep(iters, !strcmp(name, "sweep_late") ? SWEEP_LATE :

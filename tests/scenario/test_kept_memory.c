@@ -320,6 +320,27 @@ Test(kept_memory, copies_of_kept_graphs_name_each_captures_own_pool)
     pool_done(&o);
 }
 
+/* Driver 580 breaks the graph a written clone came from
+ * (STANDIN_CLONE_SHARES, tests/standin/READINGS.md). An odd capture whose
+ * copy took a new argument at its first kernel and then went on as a
+ * driver capture in that copy (another kernel at the second) leaves the
+ * usual graph it was cloned from broken in that node; the next capture
+ * copies the usual graph again and keeps that argument. Unless a fresh
+ * copy's nodes are set first, the copy carries the break and the
+ * executable graph's update from it is what crashed the driver. */
+Test(kept_memory, a_copy_of_a_graph_whose_copy_was_written_is_whole)
+{
+    struct pool_run o;
+    copy_held = "on";
+    pool_compare("pool_keep_graphs_late", "13000", NULL, &o);
+    copy_held = NULL;
+    long recorded = run_log_total(o.log, "by_recap");
+    cr_expect_geq(recorded, STEPS - 8, "%ld of %d captures recorded", recorded, STEPS);
+    cr_expect_geq(run_stat(o.stats, "cuStreamBeginCaptureToGraph"), 1,
+                  "no odd capture went on in its copy");
+    pool_done(&o);
+}
+
 /* A capture that leaves its copy part way (another kernel at one step,
  * as an optimizer's variant): the odd capture binds a copy of the usual
  * graph at its memset (a new address needs a node) and leaves it at its
