@@ -89,6 +89,14 @@ static void pool_compare(const char *name, const char *version, const char *keep
     cr_assert_eq(run_stat(o->stats, "live_execs"), run_stat(o->base_stats, "live_execs"));
 }
 
+/* pool_compare at 13.0 with copies of kept graphs on (RECAP_COPY_HELD). */
+static void pool_compare_copies(const char *name, struct pool_run *o)
+{
+    copy_held = "on";
+    pool_compare(name, "13000", NULL, o);
+    copy_held = NULL;
+}
+
 static void pool_done(struct pool_run *o)
 {
     run_result_free(&o->base);
@@ -309,9 +317,7 @@ Test(kept_memory, memory_of_a_graph_the_program_holds_is_freed_as_asked)
 Test(kept_memory, copies_of_kept_graphs_name_each_captures_own_pool)
 {
     struct pool_run o;
-    copy_held = "on";
-    pool_compare("pool_keep_graphs", "13000", NULL, &o);
-    copy_held = NULL;
+    pool_compare_copies("pool_keep_graphs", &o);
     long recorded = run_log_total(o.log, "by_recap");
     cr_expect_geq(recorded, STEPS - 2, "%ld of %d captures recorded into copies", recorded, STEPS);
     cr_expect_eq(run_stat(o.stats, "cuGraphClone"), recorded, "%ld copies for %ld recorded",
@@ -331,9 +337,7 @@ Test(kept_memory, copies_of_kept_graphs_name_each_captures_own_pool)
 Test(kept_memory, a_copy_of_a_graph_whose_copy_was_written_is_whole)
 {
     struct pool_run o;
-    copy_held = "on";
-    pool_compare("pool_keep_graphs_late", "13000", NULL, &o);
-    copy_held = NULL;
+    pool_compare_copies("pool_keep_graphs_late", &o);
     long recorded = run_log_total(o.log, "by_recap");
     cr_expect_geq(recorded, STEPS - 8, "%ld of %d captures recorded", recorded, STEPS);
     cr_expect_geq(run_stat(o.stats, "cuStreamBeginCaptureToGraph"), 1,
@@ -354,9 +358,7 @@ Test(kept_memory, a_copy_of_a_graph_whose_copy_was_written_is_whole)
 Test(kept_memory, a_copy_left_part_way_names_the_next_captures_pool)
 {
     struct pool_run o;
-    copy_held = "on";
-    pool_compare("pool_keep_graphs_odd", "13000", NULL, &o);
-    copy_held = NULL;
+    pool_compare_copies("pool_keep_graphs_odd", &o);
     long fallbacks = run_log_total(o.log, "fallbacks"), recorded = run_log_total(o.log, "by_recap");
     long clones = run_stat(o.stats, "cuGraphClone");
     cr_expect_geq(recorded, STEPS - 4, "%ld of %d captures recorded", recorded, STEPS);
@@ -381,9 +383,7 @@ Test(kept_memory, a_copy_left_part_way_names_the_next_captures_pool)
 Test(kept_memory, a_program_keeping_its_graphs_repeats_each_new_kind_from_its_second_capture)
 {
     struct pool_run o;
-    copy_held = "on";
-    pool_compare("pool_keep_graphs_kinds", "13000", NULL, &o);
-    copy_held = NULL;
+    pool_compare_copies("pool_keep_graphs_kinds", &o);
     long fallbacks = run_log_total(o.log, "fallbacks"), recorded = run_log_total(o.log, "by_recap");
     cr_expect_eq(fallbacks, 1, "%ld captures left their copy, expected one: the first of the "
                  "second kind", fallbacks);
@@ -404,9 +404,7 @@ Test(kept_memory, a_program_keeping_its_graphs_repeats_each_new_kind_from_its_se
 Test(kept_memory, a_program_keeping_graphs_that_take_turns_is_recorded)
 {
     struct pool_run o;
-    copy_held = "on";
-    pool_compare("pool_keep_graphs_turns", "13000", NULL, &o);
-    copy_held = NULL;
+    pool_compare_copies("pool_keep_graphs_turns", &o);
     long fallbacks = run_log_total(o.log, "fallbacks"), recorded = run_log_total(o.log, "by_recap");
     cr_expect_eq(recorded, STEPS - 3, "%ld of %d captures recorded, expected all from the fourth",
                  recorded, STEPS);
