@@ -15,8 +15,10 @@ ratios of the ways' median times and its quartiles, then each way's median
 time in ms, where the section marks its steps (CuPy: begin, kernels, end,
 launch, wait, release; cuda.core: begin, kernels, end, complete and
 launch, wait, close; the PyTorch loops: enter, body, exit, replay, wait,
-read and release) each step's median in us, and the mismatches. The
-first 10 iterations are warm-up.
+read and release, and free: the frees of what the section released,
+which PyTorch would otherwise leave to the next enter, another way's)
+each step's median in us, and the mismatches. The first 10 iterations
+are warm-up.
 
 usage: python_paired.py torch|cupy|cuda_core|resnet18|decoder ITERATIONS
 (resnet18 and decoder: real models, from bench_models.py)
@@ -174,14 +176,38 @@ def cuda_core_loop():
 
 LOOPS = {"torch": torch_loop, "cupy": cupy_loop, "cuda_core": cuda_core_loop}
 LOOPS.update(bench_models.MODELS)
+# The loops that capture with torch.cuda.graph (each way pays for its own
+# frees: paying_own_frees).
+TORCH_LOOPS = ("torch",) + tuple(bench_models.MODELS)
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in LOOPS or not sys.argv[2].isdigit():
-        print(f"usage: {sys.argv[0]} {'|'.join(LOOPS)} ITERATIONS", file=sys.stderr)
-        return 2
-    program, iterations = sys.argv[1], int(sys.argv[2])
-    prepare, section, result, right, same = LOOPS[program]()
+def paying_own_frees(section, free):
+    """The section, then free() - the frees of what it released - timed as
+    its last step. PyTorch frees a released graph's pool at the driver
+    only at the next torch.cuda.graph enter (its empty_cache), and in this
+    loop the next enter is another way's: without this, the way after the
+    mode-off one paid for the off way's frees at the driver (two cudaFree
+    of about 33 us each) while recap's kept memory made its own cheap,
+    and the off way never paid for its own. With the rotation below the
+    self way follows the off way in two iterations of three, the reuse way
+    in one, the off way never: the medians billed the off way's frees to
+    the self way. In a program with one site each step's enter frees the
+    same site's previous pool, so each way paying for its own is the
+    program's own cost."""
+    def section_and_frees(iteration, marks):
+        returned = section(iteration, marks)
+        free()
+        marks.append(time.perf_counter())
+        return returned
+    return section_and_frees
+
+
+def run_ways(iterations, prepare, section, result, right, same):
+    """Every iteration, the section through the three ways in rotating
+    order, each timed. Returns (times, phases, mismatches): per way the
+    section's seconds per iteration and, where the section marks its
+    steps, each step's seconds; and how many iterations had a wrong or
+    differing result."""
     times = {w: [] for w in WAYS}
     phases = {w: [] for w in WAYS}     # per iteration, the section's steps in seconds
     mismatches = 0
@@ -204,6 +230,19 @@ def main():
             print(f"iteration {iteration}: wrong or differing result in way(s) {bad}",
                   file=sys.stderr)
         mismatches += bool(bad)
+    return times, phases, mismatches
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in LOOPS or not sys.argv[2].isdigit():
+        print(f"usage: {sys.argv[0]} {'|'.join(LOOPS)} ITERATIONS", file=sys.stderr)
+        return 2
+    program, iterations = sys.argv[1], int(sys.argv[2])
+    prepare, section, result, right, same = LOOPS[program]()
+    if program in TORCH_LOOPS:
+        import torch
+        section = paying_own_frees(section, torch.cuda.empty_cache)
+    times, phases, mismatches = run_ways(iterations, prepare, section, result, right, same)
 
     line = f"result program={program} iterations={iterations}"
     warm = {w: t[WARM_UP:] or t for w, t in times.items()}

@@ -3,7 +3,8 @@
 subcommands (one line each, every one backed by its module), each
 subcommand's --help, bad usage, and the two that need no GPU run on this
 build's stand-in driver, printing their ratios against the run without
-recap.
+recap; and bench python --paired's loop (python_paired.run_ways), which
+needs no GPU to show whose frees each way's time holds.
 
 Environment (set by meson): SOURCE_ROOT, BUILD_ROOT, DELTA_COUNTS_BIN."""
 
@@ -19,6 +20,42 @@ DELTA_COUNTS = os.environ['DELTA_COUNTS_BIN']
 BENCH = os.path.join(ROOT, 'scripts', 'bench')
 NAMES = ['instantiate', 'paired', 'shapes', 'python', 'overhead', 'delta', 'node-setters', 'all',
          'standin-cost', 'standin-scenarios', 'standin-delta']
+
+
+sys.path.insert(0, os.path.join(ROOT, 'scripts', 'benchmarks'))
+import python_paired  # noqa: E402  (imports no torch)
+
+
+class CachingPool:
+    """What the paired loop needs of PyTorch's caching allocator: a
+    section's graph pool, released at the section's end, reaches the
+    driver's free only at the next empty_cache - torch.cuda.graph's enter,
+    or the one paying_own_frees adds. Records, per free, whose section
+    made it and whose pool it was."""
+
+    def __init__(self):
+        self.released = []          # sections whose pools wait for a free
+        self.frees = []             # (section freeing, section whose pool)
+        self.sections = 0
+        self.running = None
+
+    def empty_cache(self):
+        self.frees.extend((self.running, owner) for owner in self.released)
+        self.released.clear()
+
+    def section(self, iteration, marks):
+        self.sections += 1
+        self.running = self.sections
+        self.empty_cache()          # the enter
+        marks.append(python_paired.time.perf_counter())
+        self.released.append(self.running)
+        marks.append(python_paired.time.perf_counter())
+        return iteration
+
+
+def run_pool_ways(section, iterations=30):
+    return python_paired.run_ways(iterations, lambda i: None, section, lambda r: r,
+                                  lambda i, got: got == i, lambda a, b: a == b)
 
 
 def bench(*args):
@@ -111,6 +148,51 @@ class Bench(unittest.TestCase):
         r = bench('standin-scenarios', '--counts', '30,10', BUILD)
         self.assertEqual(r.returncode, 2)
         self.assertIn('expected two iteration counts', r.stderr)
+
+
+class PairedPython(unittest.TestCase):
+    def test_each_way_pays_for_its_own_frees(self):
+        # Without it, a pool is freed in the next way's section: every free
+        # but the first iteration's crosses to another section.
+        pool = CachingPool()
+        times, phases, bad = run_pool_ways(pool.section)
+        self.assertEqual(bad, 0)
+        self.assertEqual(pool.sections, 90)
+        self.assertEqual(len(pool.frees), 89)
+        self.assertTrue(all(freeing == owner + 1 for freeing, owner in pool.frees))
+        self.assertEqual({w: len(times[w]) for w in python_paired.WAYS},
+                         {'self': 30, 'reuse': 30, 'off': 30})
+        self.assertEqual({len(p) for w in python_paired.WAYS for p in phases[w]}, {2})
+        # With it, every pool is freed in its own section, as its last step.
+        pool = CachingPool()
+        times, phases, bad = run_pool_ways(
+            python_paired.paying_own_frees(pool.section, pool.empty_cache))
+        self.assertEqual(bad, 0)
+        self.assertEqual(len(pool.frees), 90)
+        self.assertTrue(all(freeing == owner for freeing, owner in pool.frees))
+        self.assertEqual({len(p) for w in python_paired.WAYS for p in phases[w]}, {3})
+
+    def test_the_rotation_puts_each_way_after_the_others(self):
+        # Whose pool the next enter would free: the self way follows the
+        # off way two iterations in three, the off way never follows itself.
+        order = []
+        pool = CachingPool()
+        saved = dict(python_paired.CALLS)
+        try:
+            for way, call in saved.items():
+                python_paired.CALLS[way] = (
+                    lambda call, way: lambda s, i, m: (order.append(way), call(s, i, m))[1])(
+                        call, way)
+            run_pool_ways(pool.section, iterations=300)
+        finally:
+            python_paired.CALLS.update(saved)
+        after = {(a, b): 0 for a in python_paired.WAYS for b in python_paired.WAYS}
+        for a, b in zip(order, order[1:]):
+            after[(a, b)] += 1
+        self.assertEqual(after[('off', 'self')], 200)
+        self.assertEqual(after[('off', 'reuse')], 100)
+        self.assertEqual(after[('off', 'off')], 0)
+        self.assertEqual(after[('reuse', 'self')], 99)
 
 
 if __name__ == '__main__':
