@@ -706,12 +706,16 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
     struct site *site = sites_get_named(site_id, &stack, &origin);
     PHASE_MARK(PHASE_BEGIN_SITE, t_stack, t_site);
     CUresult r;
-    if (site && (site->policy.mode == RECAP_MODE_OBSERVE || site->policy.mode == RECAP_MODE_OFF) &&
-        capture_begin_observed(id, s, mode, site, &r))
-        return r;
+    if (site && (site->policy.mode == RECAP_MODE_OBSERVE || site->policy.mode == RECAP_MODE_OFF)) {
+        kmem_capture_began(site);       /* keeps nothing: its memory is the program's */
+        if (capture_begin_observed(id, s, mode, site, &r))
+            return r;
+    }
     struct capture *cap = site ? ctab_new() : NULL;
-    if (!cap)
+    if (!cap) {
+        kmem_capture_began(NULL);
         return capture_driver_begin(id, stream, mode);
+    }
 
     cap->origin = s;
     cap->owner = pthread_self();

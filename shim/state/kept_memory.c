@@ -8,6 +8,15 @@
  * capture at its site - the one that was that capture's allocation of the
  * same rank last time, where there is one, so that two blocks of one size
  * do not trade addresses.
+ *
+ * A block allocated between captures belongs to the capture that begins
+ * next on its thread (PyTorch's segment for the generator's state, which
+ * the capture's small tensors land in): it waits on the thread's pending
+ * list until a capture begins, which adopts it when its site keeps memory
+ * and lets it go otherwise. Such blocks go back to an allocation made
+ * between captures after a capture at the same site as theirs was: in a
+ * program whose sites take turns, that is the allocation for the same
+ * next site again.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,14 +36,33 @@ __thread int kmem_thread_capturing;
 __thread int kmem_thread_ordinal;
 int kmem_tracked_count;
 
+/* The site of the capture that began last on this thread, whatever its
+ * mode (NULL: none had one): what a block allocated after it is handed
+ * back by. */
+static __thread struct site *thread_after;
+/* kmem_thread_site while a capture recap keeps no memory for runs on this
+ * thread (its allocations are the program's own), restored at its end. */
+static __thread struct site *thread_paused;
+/* Blocks this thread allocated since its last capture began, by address
+ * (looked up again at the begin: the program may have freed one); one
+ * past the last slot is never adopted, so never kept. */
+#define KMEM_PENDING_MAX 8
+static __thread CUdeviceptr thread_pending[KMEM_PENDING_MAX];
+static __thread int thread_pending_count;
+/* Whose pending list a block is on: the address of this variable, one
+ * per live thread. */
+static __thread char thread_token;
+
 struct kmem_block {
     CUdeviceptr ptr;
     size_t size;
-    struct site *site;
+    struct site *site;              /* NULL while pending (outside, not yet adopted) */
+    struct site *after;             /* outside: the thread's last site when allocated */
+    const char *pending_on;         /* outside, not yet adopted: the thread's token */
     CUcontext ctx;
     int ordinal;                    /* its rank among its capture's allocations */
     int outside;                    /* allocated outside a capture (before one) */
-    unsigned long began_before;     /* outside: captures begun at its site then */
+    int counted;                    /* in a site's memory.tracked (once, by its first) */
     int kept;
     struct kmem_block *next_kept;   /* on kept_blocks, newest first */
 };
@@ -51,18 +79,65 @@ static void count_changed(void)
     __atomic_store_n(&kmem_tracked_count, (int)blocks.len, __ATOMIC_RELAXED);
 }
 
+/* The capture beginning on this thread takes the blocks allocated before
+ * it (`site`, which keeps memory), or, where NULL, leaves them to the
+ * program: their frees go to the driver. */
+static void adopt_pending(struct site *site)
+{
+    int n = thread_pending_count;
+    thread_pending_count = 0;
+    struct kmem_block *gone = NULL;
+    pthread_mutex_lock(&kmem_lock);
+    for (int i = 0; i < n && i < KMEM_PENDING_MAX; i++) {
+        struct kmem_block *b = hmap_get(&blocks, (const void *)thread_pending[i]);
+        if (!b || b->kept || b->pending_on != &thread_token)
+            continue;
+        b->pending_on = NULL;
+        if (site) {
+            b->site = site;
+            if (!b->counted)
+                site->memory.tracked++;
+            b->counted = 1;
+        } else {
+            hmap_del(&blocks, (const void *)b->ptr);
+            b->next_kept = gone;
+            gone = b;
+        }
+    }
+    count_changed();
+    pthread_mutex_unlock(&kmem_lock);
+    while (gone) {
+        struct kmem_block *next = gone->next_kept;
+        free(gone);
+        gone = next;
+    }
+}
+
 void kmem_capture_began(struct site *site)
 {
-    enum recap_mode m = site->policy.mode;
+    enum recap_mode m = site ? site->policy.mode : RECAP_MODE_OFF;
     int keeps = runtime_settings.keep_memory &&
                 (m == RECAP_MODE_AUTO || m == RECAP_MODE_RECAPTURE || m == RECAP_MODE_UPDATE);
-    kmem_thread_site = keeps ? site : NULL;
+    if (thread_pending_count)
+        adopt_pending(keeps ? site : NULL);
+    thread_after = site;
+    if (keeps) {
+        kmem_thread_site = site;
+        thread_paused = NULL;
+    } else if (kmem_thread_site) {
+        thread_paused = kmem_thread_site;
+        kmem_thread_site = NULL;
+    }
     kmem_thread_capturing = keeps;
     kmem_thread_ordinal = 0;
 }
 
 void kmem_capture_ended(void)
 {
+    if (!kmem_thread_site && thread_paused) {
+        kmem_thread_site = thread_paused;
+        thread_paused = NULL;
+    }
     kmem_thread_capturing = 0;
     kmem_thread_ordinal = 0;
 }
@@ -90,6 +165,18 @@ static void unlink_kept_locked(struct kmem_block *b)
     __atomic_sub_fetch(&kept_bytes, b->size, __ATOMIC_RELAXED);
 }
 
+/* b, allocated or handed back between captures, waits on this thread's
+ * pending list for the next capture to begin. */
+static void pend_locked(struct kmem_block *b)
+{
+    b->site = NULL;
+    b->after = thread_after;
+    b->pending_on = &thread_token;
+    if (thread_pending_count < KMEM_PENDING_MAX)
+        thread_pending[thread_pending_count] = b->ptr;
+    thread_pending_count++;
+}
+
 int kmem_take(CUdeviceptr *dptr, size_t bytesize, int may_serve)
 {
     struct site *site = kmem_thread_site;
@@ -103,7 +190,8 @@ int kmem_take(CUdeviceptr *dptr, size_t bytesize, int may_serve)
     pthread_mutex_lock(&kmem_lock);
     int outside = !kmem_thread_capturing;
     for (struct kmem_block *b = kept_blocks; b; b = b->next_kept) {
-        if (b->site != site || b->size != bytesize || b->ctx != ctx || b->outside != outside)
+        if (b->size != bytesize || b->ctx != ctx || b->outside != outside ||
+            (outside ? b->after != thread_after : b->site != site))
             continue;
         if (!found || (b->ordinal == ordinal && found->ordinal != ordinal))
             found = b;
@@ -113,8 +201,12 @@ int kmem_take(CUdeviceptr *dptr, size_t bytesize, int may_serve)
     if (found) {
         unlink_kept_locked(found);
         found->ordinal = ordinal;
-        site->memory.reused++;
-        site->memory.reused_bytes += bytesize;
+        /* Counted for the site whose capture used it: a block outside
+         * goes to the one that adopts it next. */
+        found->site->memory.reused++;
+        found->site->memory.reused_bytes += bytesize;
+        if (outside)
+            pend_locked(found);
     }
     pthread_mutex_unlock(&kmem_lock);
     if (!found)
@@ -140,11 +232,6 @@ void kmem_track(CUdeviceptr dptr, size_t bytesize)
     b->ctx = ctx;
     b->ordinal = kmem_thread_ordinal - 1;
     b->outside = !kmem_thread_capturing;
-    if (b->outside) {
-        pthread_mutex_lock(&b->site->lock);
-        b->began_before = b->site->seq;
-        pthread_mutex_unlock(&b->site->lock);
-    }
     pthread_mutex_lock(&kmem_lock);
     /* The driver may reuse the address of a block freed behind recap's
      * back (cuMemFree_v2 through a path recap does not see): the newer
@@ -157,30 +244,33 @@ void kmem_track(CUdeviceptr dptr, size_t bytesize)
         free(b);
         return;
     }
-    b->site->memory.tracked++;
+    if (b->outside) {
+        pend_locked(b);             /* counted as tracked once adopted */
+    } else {
+        b->site->memory.tracked++;
+        b->counted = 1;
+    }
     count_changed();
     pthread_mutex_unlock(&kmem_lock);
     free(stale);
 }
 
-/* A block allocated between captures that no capture outlived is memory
+/* A block allocated between captures that no capture adopted is memory
  * of the program's own, never a candidate: not counted as not kept. */
 static const char unadopted[] = "allocated outside a capture and freed before one began";
 
-/* Whether memory of the site may be kept now (the caller holds no lock). */
+/* Whether memory of the site may be kept now (the caller holds no lock).
+ * b->site is read without kmem_lock: b is off the map, so no capture's
+ * adoption can reach it. */
 static const char *keep_refusal(struct kmem_block *b)
 {
+    if (!b->site)
+        return unadopted;
     /* A capture anywhere: the synchronisation that stands for the
-     * driver's own would be refused there, or end it. */
+     * driver's own would be refused there, or end it (the capture that
+     * adopted b among them). */
     if (ctab_any_active() || observed_any())
         return "a capture runs";
-    if (b->outside) {
-        pthread_mutex_lock(&b->site->lock);
-        int outlived_a_capture = b->site->seq > b->began_before && b->site->active == 0;
-        pthread_mutex_unlock(&b->site->lock);
-        if (!outlived_a_capture)
-            return unadopted;
-    }
     /* The synchronisation is of the current context: the block's must be. */
     CUcontext ctx = NULL;
     if (!current_context(b->site, &ctx, "the memory is freed, not kept"))
@@ -342,4 +432,7 @@ void kmem_after_fork_child(void)
     kmem_tracked_count = 0;
     kmem_thread_site = NULL;
     kmem_thread_capturing = 0;
+    thread_after = NULL;
+    thread_paused = NULL;
+    thread_pending_count = 0;
 }

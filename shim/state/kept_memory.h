@@ -20,9 +20,11 @@
  * capture runs anywhere (the device is synchronised first, as the driver's
  * free would), and it fits the cache budget; it is handed back only to an
  * allocation of the same size in the same context, inside a capture at the
- * same site; it goes first when an allocation fails for memory; the free
- * memory cuMemGetInfo reports counts it as free (recap gives it back on
- * demand, so a program that sizes its caches by it can allocate that much).
+ * same site (a block allocated between captures: to one made between
+ * captures after a capture at the site it came after); it goes first when
+ * an allocation fails for memory; the free memory cuMemGetInfo reports
+ * counts it as free (recap gives it back on demand, so a program that
+ * sizes its caches by it can allocate that much).
  *
  * Must never: hand out memory twice, free memory the program still holds,
  * or call the driver while holding kmem_lock.
@@ -38,12 +40,14 @@
 struct site;
 
 /* The site this thread last began a capture at, where that site keeps
- * memory (NULL otherwise), and whether that capture still runs. Set by the
- * capture begin, `capturing` cleared by its end (capture.c): a wrapper's
- * one load decides whether an allocation is looked at. An allocation made
- * between two captures is looked at too: PyTorch allocates a graph's pool
- * segment before cudaStreamBeginCapture (for the generator's seed and
- * offset), and the capture's small tensors land in it. */
+ * memory (NULL before any such capture, and while a capture recap keeps
+ * nothing for runs on the thread), and whether that capture still runs.
+ * Set by the capture begin, `capturing` cleared by its end (capture.c): a
+ * wrapper's one load decides whether an allocation is looked at. An
+ * allocation made between two captures is looked at too: PyTorch
+ * allocates a graph's pool segment before cudaStreamBeginCapture (for the
+ * generator's seed and offset), and the capture's small tensors land in
+ * it. */
 extern __thread struct site *kmem_thread_site;
 extern __thread int kmem_thread_capturing;
 extern __thread int kmem_thread_ordinal;   /* allocations since the begin or the end */
@@ -61,8 +65,10 @@ static inline int kmem_tracking(void)
     return __builtin_expect(__atomic_load_n(&kmem_tracked_count, __ATOMIC_RELAXED) != 0, 0);
 }
 
-/* A capture at `site` begins, or the capture running ends, on this
- * thread. */
+/* A capture at `site` begins on this thread (NULL: one recap passes to
+ * the driver untracked), or the capture running ends. A begin adopts the
+ * blocks the thread allocated since its last begin where the site keeps
+ * memory, and lets them go otherwise. */
 void kmem_capture_began(struct site *site);
 void kmem_capture_ended(void);
 
@@ -75,8 +81,9 @@ void kmem_capture_ended(void);
 int kmem_take(CUdeviceptr *dptr, size_t bytesize, int may_serve);
 
 /* The driver allocated *dptr on such a thread: tracked from now on. One
- * allocated outside a capture is kept only if a capture at the site began
- * after it and it outlived that capture (a pool segment, not any tensor). */
+ * allocated outside a capture belongs to the next capture that begins on
+ * the thread, and is kept only once that capture adopted it and ended (a
+ * pool segment, not any tensor). */
 void kmem_track(CUdeviceptr dptr, size_t bytesize);
 
 /* The program frees dptr: 1 when recap answered, with *answer the result

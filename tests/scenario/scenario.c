@@ -690,6 +690,78 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
     return failures ? 1 : 0;
 }
 
+/* pool_two_sites: pool_before's step from two capture sites that take
+ * turns, as a program capturing two graphs a step does (an encoder's and
+ * a decoder's): each site's segment allocated before its capture comes
+ * after the other site's capture, so it is the next capture's, not the
+ * last one's. pool_two_sites_third: a third site's step after each of
+ * them, for a configuration to turn off (its memory is the program's).
+ * Each site computes into a buffer of its own. */
+static __attribute__((noinline)) int pool_site_step(int it, int site)
+{
+    float a = 1.5f + 0.5f * (float)site;
+    int n = SC_N;
+    CUdeviceptr before = 0, pool = 0, pool2 = 0, out = ctx.buf[1 + site];
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    int rc = (int)cuMemsetD32(ctx.buf[0], 0x3f800000u + (unsigned)(it + site), SC_N);
+    rc = rc ? rc : (int)cuMemAlloc(&before, 4 * SC_N * sizeof(float));
+    rc = rc ? rc : (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
+    rc = rc ? rc : (int)cuMemsetD32Async(before, 7, SC_N, ctx.stream[0]);
+    rc = rc ? rc : (int)alloc_relaxed(&pool, SC_N * sizeof(float));
+    rc = rc ? rc : (int)cuMemsetD32Async(pool, 0, SC_N, ctx.stream[0]);
+    void *params[] = { &a, &ctx.buf[0], &pool, &n };
+    rc = rc ? rc : (int)launch_on(ctx.axpy, ctx.stream[0], params);
+    rc = rc ? rc : (int)alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
+    rc = rc ? rc : (int)cuMemcpyDtoDAsync(pool2, pool, SC_N * sizeof(float), ctx.stream[0]);
+    rc = rc ? rc : (int)cuMemcpyDtoDAsync(out, pool2, SC_N * sizeof(float), ctx.stream[0]);
+    int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+    int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+    int launch = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+    int sync = (int)cuStreamSynchronize(ctx.stream[0]);
+    if (exec)
+        cuGraphExecDestroy(exec);
+    if (graph)
+        cuGraphDestroy(graph);
+    int freed = 0;
+    CUdeviceptr segments[] = { pool, pool2, before };
+    for (int i = 0; i < 3; i++)
+        if (segments[i])
+            freed = freed ? freed : (int)cuMemFree(segments[i]);
+    printf("it=%d site=%d rc=%d,%d,%d,%d,%d,%d sum=%08x\n", it, site, rc, end, inst, launch, sync,
+           freed, sc_checksum(&ctx));
+    return rc || end || inst || launch || sync || freed;
+}
+
+static __attribute__((noinline)) int pool_site_first(int it)
+{
+    return pool_site_step(it, 0);
+}
+
+static __attribute__((noinline)) int pool_site_second(int it)
+{
+    return pool_site_step(it, 1);
+}
+
+static __attribute__((noinline)) int pool_site_third(int it)
+{
+    return pool_site_step(it, 2);
+}
+
+static int run_pool_two_sites(int iters, int third)
+{
+    int failures = 0;
+    for (int it = 0; it < iters; it++) {
+        failures += pool_site_first(it);
+        if (third)
+            failures += pool_site_third(it);
+        failures += pool_site_second(it);
+        if (third)
+            failures += pool_site_third(it);
+    }
+    return failures ? 1 : 0;
+}
+
 /* A step that pins host memory, as a PyTorch program does whose
  * torch.cuda.graph enter empties the pinned-memory cache every step: the
  * previous step's pinned buffers are freed first (cuMemFreeHost), then
@@ -2019,6 +2091,8 @@ int main(int argc, char **argv)
         rc = run_pinned(iters, !strcmp(name, "pinned_pressure"));
     else if (!strcmp(name, "pool_batches"))
         rc = run_pool_batches(iters);
+    else if (!strcmp(name, "pool_two_sites") || !strcmp(name, "pool_two_sites_third"))
+        rc = run_pool_two_sites(iters, !strcmp(name, "pool_two_sites_third"));
     else if (!strncmp(name, "pool", 4))
         rc = run_pool(iters, !strcmp(name, "pool_pressure"), !strncmp(name, "pool_keep_graphs", 16),
                       !strcmp(name, "pool_meminfo"), !strcmp(name, "pool_before"),

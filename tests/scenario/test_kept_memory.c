@@ -51,8 +51,9 @@ static void pool_spec(struct run_spec *spec, const char *name, const char *versi
 
 /* Runs `name` without recap and under recap (keep_memory as given, or
  * the default when NULL), and requires the same behaviour. */
-/* RECAP_COPY_HELD for the run under recap, where a test sets it. */
-static const char *copy_held;
+/* RECAP_COPY_HELD and RECAP_CONFIG for the run under recap, where a
+ * test sets them. */
+static const char *copy_held, *recap_config;
 
 static void pool_compare(const char *name, const char *version, const char *keep,
                          struct pool_run *o)
@@ -70,6 +71,8 @@ static void pool_compare(const char *name, const char *version, const char *keep
         run_setenv(&spec, "RECAP_KEEP_MEMORY", "%s", keep);
     if (copy_held)
         run_setenv(&spec, "RECAP_COPY_HELD", "%s", copy_held);
+    if (recap_config)
+        run_setenv(&spec, "RECAP_CONFIG", "%s", recap_config);
     /* Where copies are made, the driver's sharing of a clone's arguments
      * (tests/standin/standin_internal.h: si_graph_check_shared) is on. */
     run_setenv(&spec, "STANDIN_CLONE_SHARES", "1");
@@ -193,6 +196,83 @@ Test(kept_memory, a_pool_that_follows_the_batch_stays_at_its_addresses)
 Test(kept_memory, a_pool_that_follows_the_batch_stays_at_its_addresses_at_13_3)
 {
     batches_pool("13030");
+}
+
+/* Two sites taking turns (pool_two_sites), each allocating a segment
+ * before its capture: that segment comes after the other site's capture
+ * and is the next capture's. The driver allocates the first round's six
+ * segments and, once more, the first site's segment of the second round
+ * (its first came before recap knew the thread captures); from then on
+ * nothing, and no capture after that one changes a node. */
+static void two_sites_pool(const char *version)
+{
+    struct pool_run o;
+    pool_compare("pool_two_sites", version, NULL, &o);
+    long steps_allocs = step_allocations(&o, 6, 1);
+    cr_expect_eq(steps_allocs, 7, "at %s the driver allocated %ld segments in %d rounds, "
+                 "expected 7", version, steps_allocs, STEPS);
+    cr_expect_leq(run_log_total(o.log, "changed"), 1, "at %s captures changed %ld nodes: a "
+                  "segment moved", version, run_log_total(o.log, "changed"));
+    cr_expect_eq(run_log_total(o.log, "reuse"), 2 * STEPS - 3);
+    pool_done(&o);
+}
+
+Test(kept_memory, segments_allocated_before_the_captures_of_two_sites_taking_turns_stay)
+{
+    two_sites_pool("13000");
+}
+
+Test(kept_memory, segments_allocated_before_the_captures_of_two_sites_taking_turns_stay_at_13_3)
+{
+    two_sites_pool("13030");
+}
+
+/* The id of the n-th site (from 1) the log names, into id (17 bytes). */
+static void nth_site_id(const char *log, int n, char *id)
+{
+    char *text = run_read_file(log, NULL);
+    cr_assert(text, "no log at %s", log);
+    const char *at = text;
+    for (int i = 0; i < n && at; i++) {
+        at = strstr(at, "\"event\":\"site\"");
+        at = at ? strstr(at, "\"site\":\"") : NULL;
+        at = at ? at + 8 : NULL;
+    }
+    cr_assert(at && strlen(at) > 16, "the log names fewer than %d sites", n);
+    memcpy(id, at, 16);
+    id[16] = '\0';
+    free(text);
+}
+
+/* The same with a site that recap is told to leave alone (mode = off)
+ * after the first of them (pool_two_sites_third: a third site's step
+ * after each): its segments are the program's, allocated and freed at the
+ * driver every step, while the other sites' stay as they do alone. */
+Test(kept_memory, a_site_left_alone_between_two_that_keep_gets_none_of_their_memory)
+{
+    struct pool_run o;
+    pool_compare("pool_two_sites_third", "13000", NULL, &o);
+    char id[17];
+    nth_site_id(o.log, 2, id);
+    char conf[RUN_PATH_MAX];
+    snprintf(conf, sizeof conf, "%s", run_path(o.dir, "off.conf"));
+    FILE *f = fopen(conf, "w");
+    cr_assert(f);
+    fprintf(f, "[site %s]\nmode = off\n", id);
+    fclose(f);
+    struct pool_run off;
+    recap_config = conf;
+    pool_compare("pool_two_sites_third", "13000", NULL, &off);
+    recap_config = NULL;
+    /* Three segments a step at the site left alone; the other three
+     * sites' first round, and the first site's second segment before its
+     * capture, as alone. */
+    long steps_allocs = step_allocations(&off, 12, 1);
+    cr_expect_eq(steps_allocs, 3 * STEPS + 10, "the driver allocated %ld segments in %d rounds, "
+                 "expected %d", steps_allocs, STEPS, 3 * STEPS + 10);
+    cr_expect_eq(run_count_lines(off.log, "\"event\":\"site\"", id, "\"mode\":\"off\"", NULL), 1);
+    pool_done(&off);
+    pool_done(&o);
 }
 
 /* Pinned host memory freed and pinned again every step (PyTorch empties
