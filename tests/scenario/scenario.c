@@ -2091,7 +2091,11 @@ int main(int argc, char **argv)
         rc = run_pinned(iters, !strcmp(name, "pinned_pressure"));
     else if (!strcmp(name, "pool_batches"))
         rc = run_pool_batches(iters);
-    else if (!strcmp(name, "pool_two_sites") || !strcmp(name, "pool_two_sites_third"))
+    else if (!strcmp(name, "random")) {
+        /* SCENARIO_SEED: which program (random_program.c). */
+        const char *seed = getenv("SCENARIO_SEED");
+        rc = sc_run_random(&ctx, iters, seed ? (unsigned)strtoul(seed, NULL, 10) : 1u);
+    } else if (!strcmp(name, "pool_two_sites") || !strcmp(name, "pool_two_sites_third"))
         rc = run_pool_two_sites(iters, !strcmp(name, "pool_two_sites_third"));
     else if (!strncmp(name, "pool", 4))
         rc = run_pool(iters, !strcmp(name, "pool_pressure"), !strncmp(name, "pool_keep_graphs", 16),

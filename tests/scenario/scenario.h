@@ -99,6 +99,10 @@ void sc_write_stats(void);
  * same stretch of iterations. */
 void sc_write_stats_snapshot(const char *suffix);
 
+/* Scenario "random" (random_program.c): `iters` iterations of the
+ * program drawn from `seed`. Returns 0 if every call succeeded. */
+int sc_run_random(struct sc_context *c, int iters, unsigned seed);
+
 /* Appends an operation to a recipe. */
 void sc_add(struct sc_recipe *r, enum sc_op_type type, float a, int x, int y, int stream);
 

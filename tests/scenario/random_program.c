@@ -1,0 +1,433 @@
+/*
+ * random_program.c - scenario "random": a driver-API program drawn from a
+ * seed, so that recap meets programs nobody wrote for it.
+ *
+ * Three capture sites (a function each) take turns in an order the seed
+ * picks (round robin, or at random). Each site has a recipe of its own
+ * (kernels of four functions, memsets, copies, host functions, a fork to
+ * a second stream and its join) and a way of its own to capture it: a
+ * capture mode, an instantiation variant, a pool segment allocated inside
+ * the capture in relaxed mode (as PyTorch's caching allocator does), a
+ * segment allocated just before the begin, a query of the capture's info
+ * part way. Iteration by iteration the recipe's scalars change, and now
+ * and then a kernel is swapped for another (an odd step), an operation
+ * is added (a new topology) or the recipe is drawn anew for good (a new
+ * shape). The program does with its graphs what programs do: destroys
+ * them at once, one iteration late or never; instantiates a graph twice,
+ * or not at all; launches an executable graph zero, one or two times, and
+ * keeps one to launch again iterations later.
+ *
+ * Every call's result and a checksum of every buffer go to stdout, one
+ * line per iteration, so that a run under recap compares byte for byte
+ * with a run without it. What the program does is valid CUDA: no stream
+ * works on a buffer another runs on at the same time, no memory is read
+ * before it is written, and no executable graph is launched after the
+ * memory it names was freed.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scenario.h"
+
+#define RP_SITES 3
+
+struct rp_rng {
+    uint64_t state;
+};
+
+static uint32_t rp_next(struct rp_rng *r)
+{
+    /* xorshift64*: enough for drawing programs, and the same everywhere. */
+    r->state ^= r->state >> 12;
+    r->state ^= r->state << 25;
+    r->state ^= r->state >> 27;
+    return (uint32_t)((r->state * 2685821657736338717ull) >> 32);
+}
+
+static int rp_below(struct rp_rng *r, int n)
+{
+    return (int)(rp_next(r) % (uint32_t)n);
+}
+
+static int rp_chance(struct rp_rng *r, int percent)
+{
+    return rp_below(r, 100) < percent;
+}
+
+struct rp_site {
+    struct sc_recipe recipe;
+    CUstreamCaptureMode mode;
+    int instantiate_variant;    /* 0 WithFlags, 1 WithParams, 2 WithParams + upload */
+    int pool;                   /* a segment allocated inside each capture: buffer 3 */
+    int before;                 /* a segment allocated just before each begin */
+    int query_at;               /* the operation before which the capture is queried; -1 none */
+    CUgraphExec held;           /* an executable graph kept to launch again later */
+    int held_until;             /* the iteration that launches and destroys it */
+};
+
+static const enum sc_op_type kernel_types[] = { SC_SCALE, SC_SHIFT, SC_MIRROR };
+
+static float rp_scalar(struct rp_rng *r)
+{
+    return (float)(rp_below(r, 17) - 8) / 8.0f;
+}
+
+static void rp_add_op(struct rp_rng *r, struct sc_recipe *recipe, int stream)
+{
+    int x = rp_below(r, SC_BUFFERS), y = rp_below(r, SC_BUFFERS);
+    switch (rp_below(r, 10)) {
+    case 0:
+    case 1:
+        sc_add(recipe, SC_AXPY, rp_scalar(r), x, y == x ? (y + 1) % SC_BUFFERS : y, stream);
+        break;
+    case 2:
+        sc_add(recipe, SC_MEMSET, rp_scalar(r), 0, y, stream);
+        break;
+    case 3:
+        sc_add(recipe, SC_COPY, 0.0f, x, y == x ? (y + 1) % SC_BUFFERS : y, stream);
+        break;
+    case 4:
+        sc_add(recipe, stream ? SC_SCALE : SC_HOST, rp_scalar(r), x, 0, stream);
+        break;
+    case 5:
+        sc_add(recipe, SC_EXTRA_LAUNCH, rp_scalar(r), x, 0, stream);
+        break;
+    default:
+        sc_add(recipe, kernel_types[rp_below(r, 3)], rp_scalar(r), x, 0, stream);
+        break;
+    }
+}
+
+/* A recipe of 1 to 10 operations, with a fork to stream 1 and its join
+ * now and then; stream 0 enqueues nothing between the two, so no two
+ * streams ever touch a buffer at once. */
+static void rp_draw_recipe(struct rp_rng *r, struct sc_recipe *recipe, int pool)
+{
+    recipe->n = 0;
+    if (pool)   /* the pool's segment is new memory: written before anything reads it */
+        sc_add(recipe, SC_MEMSET, rp_scalar(r), 0, 3, 0);
+    int ops = 1 + rp_below(r, 10);
+    for (int i = 0; i < ops; i++) {
+        if (rp_chance(r, 12)) {
+            sc_add(recipe, SC_FORK, 0.0f, 0, 0, 0);
+            for (int k = 1 + rp_below(r, 3); k > 0; k--)
+                rp_add_op(r, recipe, 1);
+            sc_add(recipe, SC_JOIN, 0.0f, 0, 0, 0);
+        } else {
+            rp_add_op(r, recipe, 0);
+        }
+    }
+}
+
+static void rp_draw_site(struct rp_rng *r, struct rp_site *s)
+{
+    static const CUstreamCaptureMode modes[] = { CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                 CU_STREAM_CAPTURE_MODE_RELAXED };
+    memset(s, 0, sizeof *s);
+    s->mode = modes[rp_below(r, 3)];
+    s->instantiate_variant = rp_below(r, 3);
+    s->pool = rp_chance(r, 50);
+    s->before = rp_chance(r, 40);
+    s->query_at = rp_chance(r, 25) ? 0 : -1;
+    rp_draw_recipe(r, &s->recipe, s->pool);
+    if (s->query_at >= 0)
+        s->query_at = rp_below(r, s->recipe.n + 1);
+}
+
+/* This iteration's recipe: the site's, its scalars moved, and now and
+ * then changed for this once or for good. */
+static void rp_vary(struct rp_rng *r, struct rp_site *s, struct sc_recipe *out, int it)
+{
+    int roll = rp_below(r, 100);
+    if (roll < 5) {
+        rp_draw_recipe(r, &s->recipe, s->pool);             /* a new shape, for good */
+        if (s->query_at >= 0)
+            s->query_at = rp_below(r, s->recipe.n + 1);
+    } else if (roll < 12 && s->recipe.n < SC_MAX_OPS - 4) {
+        rp_add_op(r, &s->recipe, 0);                        /* a new topology, for good */
+    }
+    *out = s->recipe;
+    for (int i = 0; i < out->n; i++)
+        if (out->op[i].type != SC_COPY && out->op[i].type != SC_FORK && out->op[i].type != SC_JOIN)
+            out->op[i].a += (float)(it % 5) * 0.125f;
+    if (rp_chance(r, 15)) {                                 /* an odd step: another kernel */
+        for (int i = 0; i < out->n; i++) {
+            enum sc_op_type t = out->op[i].type;
+            if (t == SC_SCALE || t == SC_SHIFT || t == SC_MIRROR) {
+                int was = t == SC_SCALE ? 0 : t == SC_SHIFT ? 1 : 2;
+                out->op[i].type = kernel_types[(was + 1 + rp_below(r, 2)) % 3];
+                break;
+            }
+        }
+    }
+}
+
+/* SCENARIO_KEPT_GRAPHS_LEFT_ALONE=1: a graph kept from an earlier
+ * iteration is never instantiated again, only destroyed. With copies of
+ * kept graphs on (RECAP_COPY_HELD) such a graph may be broken by driver
+ * 580 (docs/decisions.md, "Copies stay off"), which the stand-in models. */
+static int rp_kept_graphs_left_alone(void)
+{
+    const char *v = getenv("SCENARIO_KEPT_GRAPHS_LEFT_ALONE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static CUresult rp_alloc_relaxed(CUdeviceptr *p, size_t bytes)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult ex = cuThreadExchangeStreamCaptureMode(&m);
+    CUresult r = cuMemAlloc(p, bytes);
+    if (ex == CUDA_SUCCESS)
+        cuThreadExchangeStreamCaptureMode(&m);
+    return r;
+}
+
+static CUresult rp_instantiate(CUgraphExec *exec, CUgraph graph, int variant, CUstream stream)
+{
+    if (variant == 0)
+        return cuGraphInstantiateWithFlags(exec, graph, 0);
+    CUDA_GRAPH_INSTANTIATE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.flags = variant == 2 ? CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD : 0;
+    p.hUploadStream = stream;
+    CUresult r = cuGraphInstantiateWithParams(exec, graph, &p);
+    if (r == CUDA_SUCCESS && p.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS)
+        return CUDA_ERROR_UNKNOWN;
+    return r;
+}
+
+struct rp_line {
+    char text[SC_MAX_OPS * 4 + 256];
+    int len, failed;
+};
+
+static void rp_note(struct rp_line *l, CUresult rc)
+{
+    l->failed |= rc != CUDA_SUCCESS;
+    l->len += snprintf(l->text + l->len, sizeof l->text - (size_t)l->len, "%d,", (int)rc);
+}
+
+/* One capture at a site and what the program then does with its graph. */
+static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, int it,
+                   CUgraph *late)
+{
+    struct rp_line l = { .len = 0 };
+    struct sc_recipe recipe;
+    rp_vary(r, s, &recipe, it);
+    CUdeviceptr before = 0, pool = 0, kept_buf3 = c->buf[3];
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+
+    if (s->before)
+        rp_note(&l, cuMemAlloc(&before, (size_t)(1 + it % 2) * SC_N * sizeof(float)));
+    rp_note(&l, cuStreamBeginCapture(c->stream[0], s->mode));
+    if (before)
+        rp_note(&l, cuMemsetD32Async(before, (unsigned)it, SC_N, c->stream[0]));
+    if (s->pool) {
+        rp_note(&l, rp_alloc_relaxed(&pool, (size_t)(1 + (it / 7) % 2) * SC_N * sizeof(float)));
+        if (pool)
+            c->buf[3] = pool;
+    }
+    for (int i = 0; i <= recipe.n; i++) {
+        if (i == s->query_at) {
+            CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+            CUgraph capturing = NULL;
+            const CUgraphNode *deps = NULL;
+            size_t ndeps = 0;
+            rp_note(&l, cuStreamGetCaptureInfo(c->stream[0], &status, NULL, &capturing, &deps,
+                                               NULL, &ndeps));
+            l.len += snprintf(l.text + l.len, sizeof l.text - (size_t)l.len, "q%d:%d:%zu,",
+                              (int)status, capturing != NULL, ndeps);
+        }
+        if (i < recipe.n)
+            rp_note(&l, sc_enqueue(c, &recipe.op[i]));
+    }
+    rp_note(&l, cuStreamEndCapture(c->stream[0], &graph));
+
+    /* What the program does with its graph. */
+    if (graph && rp_chance(r, 30)) {                        /* PyTorch counts them */
+        size_t nodes = 0;
+        rp_note(&l, cuGraphGetNodes(graph, NULL, &nodes));
+        l.len += snprintf(l.text + l.len, sizeof l.text - (size_t)l.len, "n%zu,", nodes);
+    }
+    int roll = rp_below(r, 100);
+    if (graph && roll >= 4) {
+        rp_note(&l, rp_instantiate(&exec, graph, s->instantiate_variant, c->stream[0]));
+        if (exec && roll < 10) {                            /* a second executable graph */
+            CUgraphExec twin = NULL;
+            rp_note(&l, cuGraphInstantiateWithFlags(&twin, graph, 0));
+            if (twin) {
+                rp_note(&l, cuGraphLaunch(twin, c->stream[0]));
+                rp_note(&l, cuGraphExecDestroy(twin));
+            }
+        }
+    }
+    if (exec && s->held && !pool && !before && rp_chance(r, 25)) {
+        /* A program updating the executable graph it keeps itself: the
+         * driver's verdict, whichever it is, must be the same under recap. */
+        CUgraphExecUpdateResultInfo info;
+        memset(&info, 0, sizeof info);
+        rp_note(&l, cuGraphExecUpdate(s->held, graph, &info));
+        l.len += snprintf(l.text + l.len, sizeof l.text - (size_t)l.len, "u%d,", (int)info.result);
+    }
+    if (graph && exec && rp_chance(r, 30)) {
+        rp_note(&l, cuGraphDestroy(graph));                 /* PyTorch's order: before launching */
+        graph = NULL;
+    }
+    int launches = exec ? (rp_chance(r, 8) ? 0 : rp_chance(r, 15) ? 2 : 1) : 0;
+    for (int k = 0; k < launches; k++)
+        rp_note(&l, cuGraphLaunch(exec, c->stream[0]));
+    rp_note(&l, cuStreamSynchronize(c->stream[0]));
+    if (!launches)
+        c->buf[3] = kept_buf3;      /* the pool was never written: not read either */
+    l.len += snprintf(l.text + l.len, sizeof l.text - (size_t)l.len, "sum=%08x,",
+                      sc_checksum(c));
+
+    /* An executable graph that names no memory of this step may be kept
+     * and launched again later; one that does is destroyed before its
+     * memory is freed. */
+    if (exec && !pool && !before && !s->held && rp_chance(r, 20)) {
+        s->held = exec;
+        s->held_until = it + 1 + rp_below(r, 4);
+    } else if (exec) {
+        rp_note(&l, cuGraphExecDestroy(exec));
+    }
+    if (graph) {
+        int fate = rp_below(r, 100);
+        if (fate < 15 && !pool && !before) {
+            if (*late && rp_chance(r, 50) && !rp_kept_graphs_left_alone()) {
+                /* The one kept from before, run again. */
+                CUgraphExec again = NULL;
+                rp_note(&l, cuGraphInstantiateWithFlags(&again, *late, 0));
+                if (again) {
+                    rp_note(&l, cuGraphLaunch(again, c->stream[0]));
+                    rp_note(&l, cuStreamSynchronize(c->stream[0]));
+                    l.len += snprintf(l.text + l.len, sizeof l.text - (size_t)l.len, "late=%08x,",
+                                      sc_checksum(c));
+                    rp_note(&l, cuGraphExecDestroy(again));
+                }
+            }
+            if (*late)
+                rp_note(&l, cuGraphDestroy(*late));         /* the one kept from before */
+            *late = graph;
+        } else if (fate < 20) {
+            /* Kept for good: left to the driver's teardown at exit. */
+        } else {
+            rp_note(&l, cuGraphDestroy(graph));
+        }
+    }
+    c->buf[3] = kept_buf3;
+    if (pool)
+        rp_note(&l, cuMemFree(pool));
+    if (before)
+        rp_note(&l, cuMemFree(before));
+    printf("it=%d %s\n", it, l.text);
+    return l.failed;
+}
+
+/* An executable graph kept earlier, launched again now and destroyed. */
+static int rp_launch_held(struct sc_context *c, struct rp_site *s, int it)
+{
+    struct rp_line l = { .len = 0 };
+    rp_note(&l, cuGraphLaunch(s->held, c->stream[1]));
+    rp_note(&l, cuStreamSynchronize(c->stream[1]));
+    l.len += snprintf(l.text + l.len, sizeof l.text - (size_t)l.len, "sum=%08x,", sc_checksum(c));
+    rp_note(&l, cuGraphExecDestroy(s->held));
+    s->held = NULL;
+    printf("it=%d held %s\n", it, l.text);
+    return l.failed;
+}
+
+/* One function per site: each is a capture site of its own to recap. */
+static __attribute__((noinline)) int rp_site_0(struct sc_context *c, struct rp_rng *r,
+                                               struct rp_site *s, int it, CUgraph *late)
+{
+    return rp_step(c, r, s, it, late);
+}
+
+static __attribute__((noinline)) int rp_site_1(struct sc_context *c, struct rp_rng *r,
+                                               struct rp_site *s, int it, CUgraph *late)
+{
+    return rp_step(c, r, s, it, late);
+}
+
+static __attribute__((noinline)) int rp_site_2(struct sc_context *c, struct rp_rng *r,
+                                               struct rp_site *s, int it, CUgraph *late)
+{
+    return rp_step(c, r, s, it, late);
+}
+
+typedef int rp_site_fn(struct sc_context *, struct rp_rng *, struct rp_site *, int, CUgraph *);
+
+/* A step taken on a thread of its own, the program's thread waiting for
+ * it: what the driver keeps per thread (capture modes, recap's per-thread
+ * state) changes hands between steps. */
+struct rp_thread_step {
+    rp_site_fn *fn;
+    struct sc_context *c;
+    struct rp_rng *r;
+    struct rp_site *s;
+    int it, failed;
+    CUgraph *late;
+};
+
+static void *rp_thread_body(void *p)
+{
+    struct rp_thread_step *t = p;
+    if (cuCtxSetCurrent(t->c->ctx) != CUDA_SUCCESS) {
+        t->failed = 1;
+        return NULL;
+    }
+    t->failed = t->fn(t->c, t->r, t->s, t->it, t->late);
+    return NULL;
+}
+
+int sc_run_random(struct sc_context *c, int iters, unsigned seed)
+{
+    rp_site_fn *const site_fn[RP_SITES] = { rp_site_0, rp_site_1, rp_site_2 };
+    /* SCENARIO_PRESSURE=1: every seventh step begins with an allocation
+     * no device can satisfy, as a program near its limits meets. */
+    const char *pressure_text = getenv("SCENARIO_PRESSURE");
+    int pressure = pressure_text && *pressure_text && strcmp(pressure_text, "0") != 0;
+    struct rp_rng r = { .state = 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed * 0xbf58476d1ce4e5b9ull) };
+    if (!r.state)
+        r.state = 1;
+    struct rp_site sites[RP_SITES];
+    for (int i = 0; i < RP_SITES; i++)
+        rp_draw_site(&r, &sites[i]);
+    int sites_used = 1 + rp_below(&r, RP_SITES);
+    int in_turn = rp_chance(&r, 50);
+    printf("random seed=%u sites=%d in_turn=%d\n", seed, sites_used, in_turn);
+    CUgraph late = NULL;
+    int failures = 0;
+    for (int it = 0; it < iters; it++) {
+        int which = in_turn ? it % sites_used : rp_below(&r, sites_used);
+        if (pressure && it % 7 == 6) {
+            CUdeviceptr huge = 0;
+            printf("it=%d pressure rc=%d\n", it, (int)cuMemAlloc(&huge, (size_t)1 << 46));
+        }
+        if (rp_chance(&r, 10)) {
+            struct rp_thread_step t = { site_fn[which], c, &r, &sites[which], it, 0, &late };
+            pthread_t thread;
+            if (pthread_create(&thread, NULL, rp_thread_body, &t) != 0) {
+                printf("it=%d thread not started\n", it);
+                return 1;
+            }
+            pthread_join(thread, NULL);
+            failures += t.failed;
+        } else {
+            failures += site_fn[which](c, &r, &sites[which], it, &late);
+        }
+        for (int i = 0; i < RP_SITES; i++)
+            if (sites[i].held && sites[i].held_until <= it)
+                failures += rp_launch_held(c, &sites[i], it);
+    }
+    for (int i = 0; i < RP_SITES; i++)
+        if (sites[i].held)
+            failures += rp_launch_held(c, &sites[i], iters);
+    if (late)
+        printf("final destroy rc=%d\n", (int)cuGraphDestroy(late));
+    return failures ? 1 : 0;
+}
