@@ -62,6 +62,7 @@ struct rp_site {
     int pool;                   /* a segment allocated inside each capture: buffer 3 */
     int before;                 /* a segment allocated just before each begin */
     int query_at;               /* the operation before which the capture is queried; -1 none */
+    int scratch;                /* a scratch buffer allocated and freed in the graph (memory nodes) */
     CUgraphExec held;           /* an executable graph kept to launch again later */
     int held_until;             /* the iteration that launches and destroys it */
 };
@@ -131,6 +132,7 @@ static void rp_draw_site(struct rp_rng *r, struct rp_site *s)
     s->pool = rp_chance(r, 50);
     s->before = rp_chance(r, 40);
     s->query_at = rp_chance(r, 25) ? 0 : -1;
+    s->scratch = rp_chance(r, 15);
     rp_draw_recipe(r, &s->recipe, s->pool);
     if (s->query_at >= 0)
         s->query_at = rp_below(r, s->recipe.n + 1);
@@ -209,6 +211,28 @@ static void rp_note(struct rp_line *l, CUresult rc)
     l->len += snprintf(l->text + l->len, sizeof l->text - (size_t)l->len, "%d,", (int)rc);
 }
 
+/* The program edits its graph before instantiating it: the first kernel
+ * node it lists gets a smaller grid (fewer elements computed), its
+ * arguments kept. */
+static void rp_edit(struct rp_line *l, CUgraph graph, int it)
+{
+    CUgraphNode nodes[SC_MAX_OPS + 8];
+    size_t n = sizeof nodes / sizeof nodes[0];
+    rp_note(l, cuGraphGetNodes(graph, nodes, &n));
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType type;
+        if (cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL)
+            continue;
+        CUDA_KERNEL_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        rp_note(l, cuGraphKernelNodeGetParams(nodes[i], &p));
+        p.gridDimX = 1 + (unsigned)it % (SC_N / 64);
+        rp_note(l, cuGraphKernelNodeSetParams(nodes[i], &p));
+        l->len += snprintf(l->text + l->len, sizeof l->text - (size_t)l->len, "e%zu,", i);
+        return;
+    }
+}
+
 /* One capture at a site and what the program then does with its graph. */
 static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, int it,
                    CUgraph *late)
@@ -244,7 +268,21 @@ static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, in
         if (i < recipe.n)
             rp_note(&l, sc_enqueue(c, &recipe.op[i]));
     }
+    if (s->scratch) {
+        /* Memory nodes: a scratch buffer the graph allocates, fills,
+         * copies out and frees on each launch. */
+        CUdeviceptr scratch = 0;
+        rp_note(&l, cuMemAllocAsync(&scratch, SC_N * sizeof(float), c->stream[0]));
+        if (scratch) {
+            rp_note(&l, cuMemsetD32Async(scratch, (unsigned)it * 3u, SC_N, c->stream[0]));
+            rp_note(&l, cuMemcpyDtoDAsync(c->buf[2], scratch, SC_N * sizeof(float) / 2,
+                                          c->stream[0]));
+            rp_note(&l, cuMemFreeAsync(scratch, c->stream[0]));
+        }
+    }
     rp_note(&l, cuStreamEndCapture(c->stream[0], &graph));
+    if (graph && rp_chance(r, 8))
+        rp_edit(&l, graph, it);
 
     /* What the program does with its graph. */
     if (graph && rp_chance(r, 30)) {                        /* PyTorch counts them */
