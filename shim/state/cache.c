@@ -97,6 +97,12 @@ static void entry_destroy_waiting(struct cache_entry *e, int wait)
     enum cache_kind k = e->kind;
     if (k == CACHE_EXECS)
         uobj_exec_gone((CUgraphExec)e->handle, wait);
+    /* The recording first: while it is listed as stale, a flush on
+     * another thread (self_record_flush_all) may write its nodes, which
+     * must not be gone yet. Freeing it unlists it under the stale lock,
+     * after any flush under way. */
+    if (k == CACHE_GRAPHS)
+        cache_graph_set_recording((struct graph_rec *)e, NULL, 0);
     CUresult r = k == CACHE_GRAPHS ? DRV_REAL(cuGraphDestroy)((CUgraph)e->handle)
                                    : DRV_REAL(cuGraphExecDestroy)((CUgraphExec)e->handle);
     if (r != CUDA_SUCCESS)
