@@ -673,11 +673,25 @@ static int begin_recorded(struct capture *cap, CUresult *result)
     return 1;
 }
 
+static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMode mode,
+                              const void *entry_return, const void *entry_cfa);
+
 CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode mode,
                           const void *entry_return, const void *entry_cfa)
 {
     if (runtime_passthrough)
         return capture_driver_begin(id, stream, mode);
+    /* Until the capture is registered, recap's own synchronisations
+     * (kept memory's) must not run: they would invalidate it. */
+    ctab_begin_enter();
+    CUresult r = begin_capture(id, stream, mode, entry_return, entry_cfa);
+    ctab_begin_leave();
+    return r;
+}
+
+static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMode mode,
+                              const void *entry_return, const void *entry_cfa)
+{
 
     PHASE_MARK_START(t_entry);
     struct stream_ref s = ctab_stream_ref(id, stream);

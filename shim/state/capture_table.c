@@ -23,12 +23,15 @@
  * a shared count fewer per recorded call); while it is lent, the memo is
  * neither replaced nor given back, which is what keeps the record alive.
  */
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shim/state/capture_table.h"
+#include "shim/base/driver.h"
+#include "shim/state/observed.h"
 #include "shim/base/spare.h"
 
 int ctab_journaled;
@@ -92,6 +95,35 @@ struct capture *ctab_new(void)
 int ctab_any_active(void)
 {
     return __atomic_load_n(&nactive, __ATOMIC_RELAXED) != 0;
+}
+
+/* Begins running, and recap's synchronisations running: each side
+ * announces itself, then looks at the other (sequentially consistent,
+ * so that of a begin and a synchronisation at once, at least one sees
+ * the other). */
+static int begins_running, syncs_running;
+
+void ctab_begin_enter(void)
+{
+    __atomic_add_fetch(&begins_running, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&syncs_running, __ATOMIC_SEQ_CST))
+        sched_yield();
+}
+
+void ctab_begin_leave(void)
+{
+    __atomic_sub_fetch(&begins_running, 1, __ATOMIC_SEQ_CST);
+}
+
+CUresult ctab_synchronize_if_idle(void)
+{
+    __atomic_add_fetch(&syncs_running, 1, __ATOMIC_SEQ_CST);
+    CUresult r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (!__atomic_load_n(&begins_running, __ATOMIC_SEQ_CST) && !ctab_any_active() &&
+        !observed_any())
+        r = DRV_REAL(cuCtxSynchronize)();
+    __atomic_sub_fetch(&syncs_running, 1, __ATOMIC_SEQ_CST);
+    return r;
 }
 
 int ctab_register(struct capture *cap)

@@ -144,6 +144,21 @@ static inline int capture_any_journaled(void)
 /* Whether any capture is registered (recap follows it, journaled or not). */
 int ctab_any_active(void);
 
+/* A capture begins on this thread: capture.c brackets all it does at a
+ * begin with these. The driver's capture exists before recap registers
+ * it, and a device-wide synchronisation of recap's own in that window
+ * would invalidate it (a capture the program began, on another thread);
+ * so ctab_synchronize_if_idle stands back while a begin runs, and a begin
+ * waits for one already running. */
+void ctab_begin_enter(void);
+void ctab_begin_leave(void);
+
+/* cuCtxSynchronize where no capture recap knows of runs or begins (kept
+ * memory's stand-in for the wait of the free it replaces): its result,
+ * or CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, with nothing called, when a
+ * capture runs or begins. */
+CUresult ctab_synchronize_if_idle(void);
+
 /* Number of registered captures recap records itself: calls that a driver
  * capture would refuse (shim/repeat/capture_guard.h) look at captures only when
  * it is nonzero. */

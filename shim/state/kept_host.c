@@ -162,8 +162,10 @@ int khost_keep(void *p, CUresult *answer)
     if (!refusal) {
         /* The driver's free waits for the device's work: so does a kept
          * block, or a copy still running could meet the next owner's. */
-        CUresult r = DRV_REAL(cuCtxSynchronize)();
-        if (r != CUDA_SUCCESS) {
+        CUresult r = ctab_synchronize_if_idle();
+        if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+            refusal = "a capture runs";
+        } else if (r != CUDA_SUCCESS) {
             event_own_call_failed(NULL, "cuCtxSynchronize", r, "the pinned memory is freed, not kept");
             refusal = "synchronisation failed";
         }

@@ -309,8 +309,11 @@ int kmem_keep(CUdeviceptr dptr, CUresult *answer)
     if (!refusal) {
         /* cuMemFree waits for the device's work: so does a kept block,
          * or work still running could meet the next owner's. */
-        CUresult r = DRV_REAL(cuCtxSynchronize)();
-        if (r != CUDA_SUCCESS) {
+        CUresult r = ctab_synchronize_if_idle();
+        if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+            cache_charge_kept_memory(-(long long)b->size);
+            refusal = "a capture runs";
+        } else if (r != CUDA_SUCCESS) {
             cache_charge_kept_memory(-(long long)b->size);
             event_own_call_failed(b->site, "cuCtxSynchronize", r,
                                   "the memory is freed, not kept");

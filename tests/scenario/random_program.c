@@ -200,6 +200,12 @@ static CUresult rp_instantiate(CUgraphExec *exec, CUgraph graph, int variant, CU
     return r;
 }
 
+/* Where this thread's lines go: stdout, or its worker's own buffer where
+ * workers run at once (SCENARIO_THREADS), printed in order at the end. */
+static __thread FILE *rp_out;
+
+#define RP_PRINT(...) fprintf(rp_out ? rp_out : stdout, __VA_ARGS__)
+
 struct rp_line {
     char text[SC_MAX_OPS * 4 + 256];
     int len, failed;
@@ -361,7 +367,7 @@ static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, in
         rp_note(&l, cuMemFree(pool));
     if (before)
         rp_note(&l, cuMemFree(before));
-    printf("it=%d %s\n", it, l.text);
+    RP_PRINT("it=%d %s\n", it, l.text);
     return l.failed;
 }
 
@@ -374,7 +380,7 @@ static int rp_launch_held(struct sc_context *c, struct rp_site *s, int it)
     l.len += snprintf(l.text + l.len, sizeof l.text - (size_t)l.len, "sum=%08x,", sc_checksum(c));
     rp_note(&l, cuGraphExecDestroy(s->held));
     s->held = NULL;
-    printf("it=%d held %s\n", it, l.text);
+    RP_PRINT("it=%d held %s\n", it, l.text);
     return l.failed;
 }
 
@@ -409,11 +415,13 @@ struct rp_thread_step {
     struct rp_site *s;
     int it, failed;
     CUgraph *late;
+    FILE *out;
 };
 
 static void *rp_thread_body(void *p)
 {
     struct rp_thread_step *t = p;
+    rp_out = t->out;
     if (cuCtxSetCurrent(t->c->ctx) != CUDA_SUCCESS) {
         t->failed = 1;
         return NULL;
@@ -422,7 +430,9 @@ static void *rp_thread_body(void *p)
     return NULL;
 }
 
-int sc_run_random(struct sc_context *c, int iters, unsigned seed)
+/* One program: its own sites, graphs and lines, on its own streams and
+ * buffers where several run at once. */
+static int rp_run(struct sc_context *c, int iters, unsigned seed, int concurrent)
 {
     rp_site_fn *const site_fn[RP_SITES] = { rp_site_0, rp_site_1, rp_site_2 };
     /* SCENARIO_PRESSURE=1: every seventh step begins with an allocation
@@ -433,24 +443,29 @@ int sc_run_random(struct sc_context *c, int iters, unsigned seed)
     if (!r.state)
         r.state = 1;
     struct rp_site sites[RP_SITES];
-    for (int i = 0; i < RP_SITES; i++)
+    for (int i = 0; i < RP_SITES; i++) {
         rp_draw_site(&r, &sites[i]);
+        /* A global capture refuses the other threads' allocations and
+         * frees: programs running at once capture thread-local or relaxed. */
+        if (concurrent && sites[i].mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
+            sites[i].mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    }
     int sites_used = 1 + rp_below(&r, RP_SITES);
     int in_turn = rp_chance(&r, 50);
-    printf("random seed=%u sites=%d in_turn=%d\n", seed, sites_used, in_turn);
+    RP_PRINT("random seed=%u sites=%d in_turn=%d\n", seed, sites_used, in_turn);
     CUgraph late = NULL;
     int failures = 0;
     for (int it = 0; it < iters; it++) {
         int which = in_turn ? it % sites_used : rp_below(&r, sites_used);
         if (pressure && it % 7 == 6) {
             CUdeviceptr huge = 0;
-            printf("it=%d pressure rc=%d\n", it, (int)cuMemAlloc(&huge, (size_t)1 << 46));
+            RP_PRINT("it=%d pressure rc=%d\n", it, (int)cuMemAlloc(&huge, (size_t)1 << 46));
         }
         if (rp_chance(&r, 10)) {
-            struct rp_thread_step t = { site_fn[which], c, &r, &sites[which], it, 0, &late };
+            struct rp_thread_step t = { site_fn[which], c, &r, &sites[which], it, 0, &late, rp_out };
             pthread_t thread;
             if (pthread_create(&thread, NULL, rp_thread_body, &t) != 0) {
-                printf("it=%d thread not started\n", it);
+                RP_PRINT("it=%d thread not started\n", it);
                 return 1;
             }
             pthread_join(thread, NULL);
@@ -466,6 +481,90 @@ int sc_run_random(struct sc_context *c, int iters, unsigned seed)
         if (sites[i].held)
             failures += rp_launch_held(c, &sites[i], iters);
     if (late)
-        printf("final destroy rc=%d\n", (int)cuGraphDestroy(late));
+        RP_PRINT("final destroy rc=%d\n", (int)cuGraphDestroy(late));
+    return failures ? 1 : 0;
+}
+
+#define RP_MAX_WORKERS 4
+
+/* A program run at once with others: the same sites (the same code), its
+ * own streams, events and buffers in the same context. */
+struct rp_worker {
+    struct sc_context c;
+    int iters, failures;
+    unsigned seed;
+    char *text;
+    size_t len;
+};
+
+static void *rp_worker_body(void *p)
+{
+    struct rp_worker *w = p;
+    FILE *out = open_memstream(&w->text, &w->len);
+    if (!out || cuCtxSetCurrent(w->c.ctx) != CUDA_SUCCESS) {
+        w->failures = 1;
+        if (out)
+            fclose(out);
+        return NULL;
+    }
+    rp_out = out;
+    w->failures = rp_run(&w->c, w->iters, w->seed, 1);
+    rp_out = NULL;
+    fclose(out);
+    return NULL;
+}
+
+static int rp_worker_setup(struct rp_worker *w, const struct sc_context *base)
+{
+    memset(&w->c, 0, sizeof w->c);
+    w->c.ctx = base->ctx;
+    w->c.axpy = base->axpy, w->c.scale = base->scale;
+    w->c.shift = base->shift, w->c.mirror = base->mirror;
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++)
+        rc = (int)cuStreamCreate(&w->c.stream[i], CU_STREAM_NON_BLOCKING);
+    rc = rc ? rc : (int)cuEventCreate(&w->c.fork_event, CU_EVENT_DISABLE_TIMING);
+    rc = rc ? rc : (int)cuEventCreate(&w->c.join_event, CU_EVENT_DISABLE_TIMING);
+    for (int i = 0; i < SC_BUFFERS && !rc; i++)
+        rc = (int)cuMemAlloc(&w->c.buf[i], SC_N * sizeof(float));
+    if (!rc)
+        sc_reset_buffers(&w->c);
+    return rc;
+}
+
+int sc_run_random(struct sc_context *c, int iters, unsigned seed)
+{
+    /* SCENARIO_THREADS=N (2 to 4): N programs at once, on threads of
+     * their own, their lines printed one program after the other. */
+    const char *threads_text = getenv("SCENARIO_THREADS");
+    int threads = threads_text ? atoi(threads_text) : 1;
+    if (threads < 2)
+        return rp_run(c, iters, seed, 0);
+    if (threads > RP_MAX_WORKERS)
+        threads = RP_MAX_WORKERS;
+    struct rp_worker w[RP_MAX_WORKERS];
+    pthread_t tid[RP_MAX_WORKERS];
+    int failures = 0;
+    for (int k = 0; k < threads; k++) {
+        memset(&w[k], 0, sizeof w[k]);
+        w[k].iters = iters;
+        w[k].seed = seed * 31u + (unsigned)k;
+        int rc = rp_worker_setup(&w[k], c);
+        if (rc) {
+            printf("worker %d set-up rc=%d\n", k, rc);
+            return 1;
+        }
+    }
+    for (int k = 0; k < threads; k++)
+        if (pthread_create(&tid[k], NULL, rp_worker_body, &w[k]) != 0) {
+            printf("worker %d not started\n", k);
+            return 1;
+        }
+    for (int k = 0; k < threads; k++) {
+        pthread_join(tid[k], NULL);
+        printf("worker %d:\n%s", k, w[k].text ? w[k].text : "");
+        free(w[k].text);
+        failures += w[k].failures;
+    }
     return failures ? 1 : 0;
 }
