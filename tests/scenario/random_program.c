@@ -241,7 +241,7 @@ static void rp_edit(struct rp_line *l, CUgraph graph, int it)
 
 /* One capture at a site and what the program then does with its graph. */
 static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, int it,
-                   CUgraph *late)
+                   CUgraph *late, int site_index)
 {
     struct rp_line l = { .len = 0 };
     struct sc_recipe recipe;
@@ -367,7 +367,7 @@ static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, in
         rp_note(&l, cuMemFree(pool));
     if (before)
         rp_note(&l, cuMemFree(before));
-    RP_PRINT("it=%d %s\n", it, l.text);
+    RP_PRINT("it=%d s%d %s\n", it, site_index, l.text);
     return l.failed;
 }
 
@@ -384,23 +384,31 @@ static int rp_launch_held(struct sc_context *c, struct rp_site *s, int it)
     return l.failed;
 }
 
-/* One function per site: each is a capture site of its own to recap. */
+/* One function per site: each is a capture site of its own to recap
+ * (each passes its own index, so that the compiler cannot fold them into
+ * one, and keeps its frame). */
 static __attribute__((noinline)) int rp_site_0(struct sc_context *c, struct rp_rng *r,
                                                struct rp_site *s, int it, CUgraph *late)
 {
-    return rp_step(c, r, s, it, late);
+    int failed = rp_step(c, r, s, it, late, 0);
+    __asm__ volatile("" : : "r"(failed));   /* not a tail call: this frame stays */
+    return failed;
 }
 
 static __attribute__((noinline)) int rp_site_1(struct sc_context *c, struct rp_rng *r,
                                                struct rp_site *s, int it, CUgraph *late)
 {
-    return rp_step(c, r, s, it, late);
+    int failed = rp_step(c, r, s, it, late, 1);
+    __asm__ volatile("" : : "r"(failed));   /* not a tail call: this frame stays */
+    return failed;
 }
 
 static __attribute__((noinline)) int rp_site_2(struct sc_context *c, struct rp_rng *r,
                                                struct rp_site *s, int it, CUgraph *late)
 {
-    return rp_step(c, r, s, it, late);
+    int failed = rp_step(c, r, s, it, late, 2);
+    __asm__ volatile("" : : "r"(failed));   /* not a tail call: this frame stays */
+    return failed;
 }
 
 typedef int rp_site_fn(struct sc_context *, struct rp_rng *, struct rp_site *, int, CUgraph *);
