@@ -211,11 +211,18 @@ struct rp_line {
     int len, failed;
 };
 
-static void rp_note(struct rp_line *l, CUresult rc)
+static void rp_note_call(struct rp_line *l, CUresult rc, const char *call)
 {
+    /* SCENARIO_TRACE=1: each result with the call that gave it. */
+    static int trace = -1;
+    if (trace < 0)
+        trace = getenv("SCENARIO_TRACE") != NULL;
     l->failed |= rc != CUDA_SUCCESS;
-    l->len += snprintf(l->text + l->len, sizeof l->text - (size_t)l->len, "%d,", (int)rc);
+    l->len += snprintf(l->text + l->len, sizeof l->text - (size_t)l->len, trace ? "%d<%.24s>," : "%d,",
+                       (int)rc, call);
 }
+
+#define rp_note(l, call) rp_note_call((l), (call), #call)
 
 /* The program edits its graph before instantiating it: the first kernel
  * node it lists gets a smaller grid (fewer elements computed), its
