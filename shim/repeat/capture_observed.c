@@ -17,16 +17,28 @@
 #include "shim/state/sites.h"
 
 /* A capture at a site observed only is the driver's, watched from a slot
- * (shim/state/observed.h); at a site whose mode is off, not even watched; on a
- * stream already capturing, left to the driver to refuse. Returns 0,
+ * (shim/state/observed.h); at a site whose mode is off, held in a slot
+ * silently (neither counted nor logged); on a stream already capturing,
+ * left to the driver to refuse. Returns 0,
  * having done nothing, when the slots are full: the capture table takes
  * the capture then. */
 int capture_begin_observed(enum drv_id id, struct stream_ref s, CUstreamCaptureMode mode,
                            struct site *site, CUresult *result)
 {
     struct observed_capture busy;
-    if (site->policy.mode == RECAP_MODE_OFF || (observed_any() && observed_find(s.key, &busy) >= 0)) {
+    if (observed_any() && observed_find(s.key, &busy) >= 0) {
         *result = capture_driver_begin(id, s.real, mode);
+        return 1;
+    }
+    if (site->policy.mode == RECAP_MODE_OFF) {
+        /* Not watched, but known to run: kept memory's synchronisation
+         * must not meet it (ctab_synchronize_if_idle). Where the slots
+         * are full it goes unknown, as before. */
+        struct observed_capture quiet = { .site = site, .silent = 1 };
+        int slot = observed_claim(s.key, &quiet);
+        *result = capture_driver_begin(id, s.real, mode);
+        if (slot >= 0 && *result != CUDA_SUCCESS)
+            observed_unclaim(slot);
         return 1;
     }
     PHASE_MARK_START(t_claim);
@@ -64,6 +76,8 @@ CUresult capture_end_observed(enum drv_id id, struct stream_ref s, CUgraph *phGr
         return r;   /* wrong thread and the like: the capture goes on */
     if (!observed_release(slot, s.key))
         return r;   /* another thread's end reports it */
+    if (o->silent)
+        return r;
     struct capture_report rep = { .site = o->site, .seq = o->seq, .path = capture_path_name(PATH_OBSERVE),
                                   .reason = "site observed only", .nodes = -1, .result = r };
     CUgraph graph = r == CUDA_SUCCESS && phGraph ? *phGraph : NULL;

@@ -32,6 +32,7 @@ static void set_fields(struct slot *s, const struct observed_capture *what)
     __atomic_store_n(&s->what.site, what->site, __ATOMIC_RELAXED);
     __atomic_store_n(&s->what.seq, what->seq, __ATOMIC_RELAXED);
     __atomic_store(&s->what.t0, &what->t0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->what.silent, what->silent, __ATOMIC_RELAXED);
 }
 
 static void get_fields(const struct slot *s, struct observed_capture *what)
@@ -39,6 +40,7 @@ static void get_fields(const struct slot *s, struct observed_capture *what)
     what->site = __atomic_load_n(&s->what.site, __ATOMIC_RELAXED);
     what->seq = __atomic_load_n(&s->what.seq, __ATOMIC_RELAXED);
     __atomic_load(&s->what.t0, &what->t0, __ATOMIC_RELAXED);
+    what->silent = __atomic_load_n(&s->what.silent, __ATOMIC_RELAXED);
 }
 
 int observed_claim(const void *key, const struct observed_capture *what)

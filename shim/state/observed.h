@@ -23,6 +23,9 @@ struct observed_capture {
     struct site *site;
     unsigned long seq;          /* the site's capture number */
     double t0;                  /* runtime_now_us() before the begin */
+    int silent;                 /* a site whose mode is off: held only so that recap's
+                                   own device synchronisations stand back (they would
+                                   invalidate it); nothing counted or logged */
 };
 
 /* Slots in use; read by every end to skip the search when none is. */

@@ -762,6 +762,84 @@ static int run_pool_two_sites(int iters, int third)
     return failures ? 1 : 0;
 }
 
+/* off_capture_meets_free: one thread captures at a site recap is told to
+ * leave alone (mode off, by configuration: the test finds it as the
+ * second site), thread-local; while it does, another thread frees a pool
+ * segment that its own site's finished capture allocated, which recap
+ * would keep after synchronising the device. A synchronisation then
+ * would invalidate the first thread's capture. */
+static pthread_barrier_t off_barrier;
+
+static __attribute__((noinline)) int off_site_capture(void)
+{
+    float a = 0.5f;
+    int n = SC_N;
+    void *params[] = { &ctx.buf[3], &a, &n };
+    CUgraph graph = NULL;
+    int begin = (int)cuStreamBeginCapture(ctx.stream[1], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    int launch = (int)launch_on(ctx.scale, ctx.stream[1], params);
+    pthread_barrier_wait(&off_barrier);         /* begun */
+    pthread_barrier_wait(&off_barrier);         /* the other thread freed */
+    int end = (int)cuStreamEndCapture(ctx.stream[1], &graph);
+    printf("off site rc=%d,%d,%d graph=%d\n", begin, launch, end, graph != NULL);
+    if (graph)
+        cuGraphDestroy(graph);
+    return begin || launch || end;
+}
+
+static void *off_site_thread(void *arg)
+{
+    (void)arg;
+    cuCtxSetCurrent(ctx.ctx);
+    return (void *)(intptr_t)off_site_capture();
+}
+
+static __attribute__((noinline)) int keeping_site_step(CUdeviceptr *pool)
+{
+    float a = 2.0f;
+    int n = SC_N;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    int rc = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    rc = rc ? rc : (int)alloc_relaxed(pool, SC_N * sizeof(float));
+    rc = rc ? rc : (int)cuMemcpyDtoDAsync(*pool, ctx.buf[0], SC_N * sizeof(float), ctx.stream[0]);
+    void *params[] = { pool, &a, &n };
+    rc = rc ? rc : (int)launch_on(ctx.scale, ctx.stream[0], params);
+    rc = rc ? rc : (int)cuMemcpyDtoDAsync(ctx.buf[2], *pool, SC_N * sizeof(float), ctx.stream[0]);
+    int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+    int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+    int launch = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+    int sync = (int)cuStreamSynchronize(ctx.stream[0]);
+    if (exec)
+        cuGraphExecDestroy(exec);
+    if (graph)
+        cuGraphDestroy(graph);
+    printf("keeping site rc=%d,%d,%d,%d,%d\n", rc, end, inst, launch, sync);
+    return rc || end || inst || launch || sync;
+}
+
+static int run_off_capture_meets_free(int iters)
+{
+    int failures = 0;
+    for (int it = 0; it < iters; it++) {
+        CUdeviceptr pool = 0;
+        failures += keeping_site_step(&pool);
+        pthread_t other;
+        pthread_barrier_init(&off_barrier, NULL, 2);
+        if (pthread_create(&other, NULL, off_site_thread, NULL) != 0)
+            return 1;
+        pthread_barrier_wait(&off_barrier);     /* its capture has begun */
+        int freed = pool ? (int)cuMemFree(pool) : -1;
+        pthread_barrier_wait(&off_barrier);
+        void *off_failed = NULL;
+        pthread_join(other, &off_failed);
+        pthread_barrier_destroy(&off_barrier);
+        failures += freed != 0 || off_failed != NULL;
+        printf("it=%d free rc=%d sum=%08x\n", it, freed, sc_checksum(&ctx));
+    }
+    return failures ? 1 : 0;
+}
+
 /* A step that pins host memory, as a PyTorch program does whose
  * torch.cuda.graph enter empties the pinned-memory cache every step: the
  * previous step's pinned buffers are freed first (cuMemFreeHost), then
@@ -2091,6 +2169,8 @@ int main(int argc, char **argv)
         rc = run_pinned(iters, !strcmp(name, "pinned_pressure"));
     else if (!strcmp(name, "pool_batches"))
         rc = run_pool_batches(iters);
+    else if (!strcmp(name, "off_capture_meets_free"))
+        rc = run_off_capture_meets_free(iters);
     else if (!strcmp(name, "random")) {
         /* SCENARIO_SEED: which program (random_program.c). */
         const char *seed = getenv("SCENARIO_SEED");

@@ -275,6 +275,35 @@ Test(kept_memory, a_site_left_alone_between_two_that_keep_gets_none_of_their_mem
     pool_done(&o);
 }
 
+/* A capture at a site recap is told to leave alone still runs: while it
+ * does, another thread's free that recap would keep (after a device-wide
+ * synchronisation, which would invalidate that capture) goes to the
+ * driver as asked (off_capture_meets_free; the site left alone is the
+ * second the log names). */
+Test(kept_memory, a_capture_at_a_site_left_alone_is_not_broken_by_a_free_recap_would_keep)
+{
+    struct pool_run o;
+    pool_compare("off_capture_meets_free", "13000", NULL, &o);
+    char id[17];
+    nth_site_id(o.log, 2, id);
+    char conf[RUN_PATH_MAX];
+    snprintf(conf, sizeof conf, "%s", run_path(o.dir, "off.conf"));
+    FILE *f = fopen(conf, "w");
+    cr_assert(f);
+    fprintf(f, "[site %s]\nmode = off\n", id);
+    fclose(f);
+    struct pool_run off;
+    recap_config = conf;
+    pool_compare("off_capture_meets_free", "13000", NULL, &off);
+    recap_config = NULL;
+    cr_expect_eq(run_count_lines(off.log, "\"event\":\"end\"",
+                                 "\"memory_not_kept_reason\":\"a capture runs\"", NULL), 1,
+                 "the end event says why the segments were not kept");
+    cr_expect_eq(run_log_total(off.log, "memory_kept"), 0);
+    pool_done(&off);
+    pool_done(&o);
+}
+
 /* Pinned host memory freed and pinned again every step (PyTorch empties
  * its pinned cache at each torch.cuda.graph enter): under recap the
  * driver pins each of the two buffers once and unpins nothing until the

@@ -25,7 +25,7 @@ TestSuite(observed, .init = setup);
 Test(observed, a_claimed_capture_is_found_by_its_stream_until_released)
 {
     int stream = 0;
-    struct observed_capture in = { fake_site(1), 7, 123.5 }, out = { 0 };
+    struct observed_capture in = { fake_site(1), 7, 123.5, 0 }, out = { 0 };
     cr_assert(!observed_any());
     int slot = observed_claim(&stream, &in);
     cr_assert_geq(slot, 0);
@@ -43,7 +43,7 @@ Test(observed, a_claimed_capture_is_found_by_its_stream_until_released)
 Test(observed, a_slot_is_released_once)
 {
     int stream = 0, other = 0;
-    struct observed_capture in = { fake_site(2), 1, 0 };
+    struct observed_capture in = { fake_site(2), 1, 0, 0 };
     int slot = observed_claim(&stream, &in);
     cr_assert_eq(observed_release(slot, &other), 0, "a slot is freed only for its own stream");
     cr_assert_eq(observed_release(slot, &stream), 1);
@@ -54,7 +54,7 @@ Test(observed, a_slot_is_released_once)
 Test(observed, a_full_table_says_so_and_a_freed_slot_serves_again)
 {
     static char streams[65];
-    struct observed_capture in = { fake_site(3), 0, 0 };
+    struct observed_capture in = { fake_site(3), 0, 0, 0 };
     int slots[64];
     for (int i = 0; i < 64; i++) {
         in.seq = (unsigned long)i;
@@ -86,7 +86,7 @@ static void *churn(void *p)
 {
     struct worker *w = p;
     for (unsigned long i = 0; i < 20000; i++) {
-        struct observed_capture in = { fake_site(w->id), i, (double)w->id }, out = { 0 };
+        struct observed_capture in = { fake_site(w->id), i, (double)w->id, 0 }, out = { 0 };
         int slot = observed_claim(&w->stream, &in);
         if (slot < 0) {
             w->wrong++;
