@@ -692,7 +692,6 @@ CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode m
 static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMode mode,
                               const void *entry_return, const void *entry_cfa)
 {
-
     PHASE_MARK_START(t_entry);
     struct stream_ref s = ctab_stream_ref(id, stream);
     struct capture *busy = ctab_find_stream(s.key);
