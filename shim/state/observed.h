@@ -11,6 +11,9 @@
  * table of slots, each claimed and freed by compare-and-swap of its stream
  * key, found at the end by that key from any thread. A full table is no
  * loss: the capture then takes the capture table's path, as before.
+ * A capture at a site whose mode is off holds a slot too, silently: it is
+ * neither counted nor logged, only known to run, so that recap's own
+ * device synchronisations stand back while it does.
  *
  * Owns: the slots. Must never: call the driver, log, or take a lock.
  */
