@@ -176,16 +176,6 @@ static int rp_kept_graphs_left_alone(void)
     return v && *v && strcmp(v, "0") != 0;
 }
 
-static CUresult rp_alloc_relaxed(CUdeviceptr *p, size_t bytes)
-{
-    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-    CUresult ex = cuThreadExchangeStreamCaptureMode(&m);
-    CUresult r = cuMemAlloc(p, bytes);
-    if (ex == CUDA_SUCCESS)
-        cuThreadExchangeStreamCaptureMode(&m);
-    return r;
-}
-
 static CUresult rp_instantiate(CUgraphExec *exec, CUgraph graph, int variant, CUstream stream)
 {
     if (variant == 0)
@@ -263,7 +253,7 @@ static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, in
     if (before)
         rp_note(&l, cuMemsetD32Async(before, (unsigned)it, SC_N, c->stream[0]));
     if (s->pool) {
-        rp_note(&l, rp_alloc_relaxed(&pool, (size_t)(1 + (it / 7) % 2) * SC_N * sizeof(float)));
+        rp_note(&l, sc_alloc_relaxed(&pool, (size_t)(1 + (it / 7) % 2) * SC_N * sizeof(float)));
         if (pool)
             c->buf[3] = pool;
     }

@@ -597,15 +597,6 @@ static int run_free_in_capture(int iters)
  * the same addresses every capture is the same. pool_pressure: before
  * every fourth iteration an allocation no device can satisfy (memory
  * pressure: recap gives back what it keeps). */
-static CUresult alloc_relaxed(CUdeviceptr *p, size_t bytes)
-{
-    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-    CUresult ex = cuThreadExchangeStreamCaptureMode(&m);
-    CUresult r = cuMemAlloc(p, bytes);
-    if (ex == CUDA_SUCCESS)
-        cuThreadExchangeStreamCaptureMode(&m);
-    return r;
-}
 
 static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int before, int odd)
 {
@@ -628,7 +619,7 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
         int alloc0 = before ? (int)cuMemAlloc(&pool0, 4 * SC_N * sizeof(float)) : 0;
         int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
         int zero0 = before ? (int)cuMemsetD32Async(pool0, 7, SC_N, ctx.stream[0]) : 0;
-        int alloc1 = (int)alloc_relaxed(&pool, SC_N * sizeof(float));
+        int alloc1 = (int)sc_alloc_relaxed(&pool, SC_N * sizeof(float));
         int zero = (int)cuMemsetD32Async(pool, 0, SC_N, ctx.stream[0]);
         void *params[] = { &a, &ctx.buf[0], &pool, &n };
         void *shift_params[] = { &pool, &a, &n };
@@ -660,7 +651,7 @@ static int run_pool(int iters, int pressure, int keep_graphs, int meminfo, int b
         }
         int axpy = other ? (int)launch_on(ctx.shift, ctx.stream[0], shift_params)
                          : (int)launch_on(ctx.axpy, ctx.stream[0], params);
-        int alloc2 = (int)alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
+        int alloc2 = (int)sc_alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
         int copy1 = (int)cuMemcpyDtoDAsync(pool2, pool, SC_N * sizeof(float), ctx.stream[0]);
         int copy2 = (int)cuMemcpyDtoDAsync(ctx.buf[2], pool2, SC_N * sizeof(float), ctx.stream[0]);
         int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
@@ -708,11 +699,11 @@ static __attribute__((noinline)) int pool_site_step(int it, int site)
     rc = rc ? rc : (int)cuMemAlloc(&before, 4 * SC_N * sizeof(float));
     rc = rc ? rc : (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
     rc = rc ? rc : (int)cuMemsetD32Async(before, 7, SC_N, ctx.stream[0]);
-    rc = rc ? rc : (int)alloc_relaxed(&pool, SC_N * sizeof(float));
+    rc = rc ? rc : (int)sc_alloc_relaxed(&pool, SC_N * sizeof(float));
     rc = rc ? rc : (int)cuMemsetD32Async(pool, 0, SC_N, ctx.stream[0]);
     void *params[] = { &a, &ctx.buf[0], &pool, &n };
     rc = rc ? rc : (int)launch_on(ctx.axpy, ctx.stream[0], params);
-    rc = rc ? rc : (int)alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
+    rc = rc ? rc : (int)sc_alloc_relaxed(&pool2, 2 * SC_N * sizeof(float));
     rc = rc ? rc : (int)cuMemcpyDtoDAsync(pool2, pool, SC_N * sizeof(float), ctx.stream[0]);
     rc = rc ? rc : (int)cuMemcpyDtoDAsync(out, pool2, SC_N * sizeof(float), ctx.stream[0]);
     int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
@@ -801,7 +792,7 @@ static __attribute__((noinline)) int keeping_site_step(CUdeviceptr *pool)
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
     int rc = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-    rc = rc ? rc : (int)alloc_relaxed(pool, SC_N * sizeof(float));
+    rc = rc ? rc : (int)sc_alloc_relaxed(pool, SC_N * sizeof(float));
     rc = rc ? rc : (int)cuMemcpyDtoDAsync(*pool, ctx.buf[0], SC_N * sizeof(float), ctx.stream[0]);
     void *params[] = { pool, &a, &n };
     rc = rc ? rc : (int)launch_on(ctx.scale, ctx.stream[0], params);
@@ -924,7 +915,7 @@ static int run_pool_batches(int iters)
         int rc = (int)cuMemsetD32(ctx.buf[0], 0x3f800000u + (unsigned)it, SC_N);
         rc = rc ? rc : (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_GLOBAL);
         for (int s = 0; s < segments && !rc; s++) {
-            rc = (int)alloc_relaxed(&seg[s], sizes[s]);
+            rc = (int)sc_alloc_relaxed(&seg[s], sizes[s]);
             rc = rc ? rc : (int)cuMemcpyDtoDAsync(seg[s], ctx.buf[0], SC_N * sizeof(float),
                                                   ctx.stream[0]);
             void *params[] = { &seg[s], &a, &n };

@@ -103,6 +103,10 @@ void sc_write_stats_snapshot(const char *suffix);
  * program drawn from `seed`. Returns 0 if every call succeeded. */
 int sc_run_random(struct sc_context *c, int iters, unsigned seed);
 
+/* cuMemAlloc in relaxed mode, as a caching allocator makes one inside a
+ * capture; the thread's mode is put back after. */
+CUresult sc_alloc_relaxed(CUdeviceptr *p, size_t bytes);
+
 /* Appends an operation to a recipe. */
 void sc_add(struct sc_recipe *r, enum sc_op_type type, float a, int x, int y, int stream);
 

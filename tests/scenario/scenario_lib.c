@@ -137,6 +137,16 @@ void sc_reset_buffers(struct sc_context *c)
     c->host_counter = 0;
 }
 
+CUresult sc_alloc_relaxed(CUdeviceptr *p, size_t bytes)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult ex = cuThreadExchangeStreamCaptureMode(&m);
+    CUresult r = cuMemAlloc(p, bytes);
+    if (ex == CUDA_SUCCESS)
+        cuThreadExchangeStreamCaptureMode(&m);
+    return r;
+}
+
 void sc_add(struct sc_recipe *r, enum sc_op_type type, float a, int x, int y, int stream)
 {
     if (r->n < SC_MAX_OPS)

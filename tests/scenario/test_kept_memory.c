@@ -244,26 +244,34 @@ static void nth_site_id(const char *log, int n, char *id)
     free(text);
 }
 
+/* pool_compare at 13.0 (into *o), then again (into *off) with the second
+ * site the first run's log names set to mode = off; its id into id (17
+ * bytes). */
+static void pool_compare_second_site_off(const char *name, struct pool_run *o,
+                                         struct pool_run *off, char *id)
+{
+    pool_compare(name, "13000", NULL, o);
+    nth_site_id(o->log, 2, id);
+    char conf[RUN_PATH_MAX];
+    snprintf(conf, sizeof conf, "%s", run_path(o->dir, "off.conf"));
+    FILE *f = fopen(conf, "w");
+    cr_assert(f);
+    fprintf(f, "[site %s]\nmode = off\n", id);
+    fclose(f);
+    recap_config = conf;
+    pool_compare(name, "13000", NULL, off);
+    recap_config = NULL;
+}
+
 /* The same with a site that recap is told to leave alone (mode = off)
  * after the first of them (pool_two_sites_third: a third site's step
  * after each): its segments are the program's, allocated and freed at the
  * driver every step, while the other sites' stay as they do alone. */
 Test(kept_memory, a_site_left_alone_between_two_that_keep_gets_none_of_their_memory)
 {
-    struct pool_run o;
-    pool_compare("pool_two_sites_third", "13000", NULL, &o);
+    struct pool_run o, off;
     char id[17];
-    nth_site_id(o.log, 2, id);
-    char conf[RUN_PATH_MAX];
-    snprintf(conf, sizeof conf, "%s", run_path(o.dir, "off.conf"));
-    FILE *f = fopen(conf, "w");
-    cr_assert(f);
-    fprintf(f, "[site %s]\nmode = off\n", id);
-    fclose(f);
-    struct pool_run off;
-    recap_config = conf;
-    pool_compare("pool_two_sites_third", "13000", NULL, &off);
-    recap_config = NULL;
+    pool_compare_second_site_off("pool_two_sites_third", &o, &off, id);
     /* Three segments a step at the site left alone; the other three
      * sites' first round, and the first site's second segment before its
      * capture, as alone. */
@@ -282,20 +290,9 @@ Test(kept_memory, a_site_left_alone_between_two_that_keep_gets_none_of_their_mem
  * second the log names). */
 Test(kept_memory, a_capture_at_a_site_left_alone_is_not_broken_by_a_free_recap_would_keep)
 {
-    struct pool_run o;
-    pool_compare("off_capture_meets_free", "13000", NULL, &o);
+    struct pool_run o, off;
     char id[17];
-    nth_site_id(o.log, 2, id);
-    char conf[RUN_PATH_MAX];
-    snprintf(conf, sizeof conf, "%s", run_path(o.dir, "off.conf"));
-    FILE *f = fopen(conf, "w");
-    cr_assert(f);
-    fprintf(f, "[site %s]\nmode = off\n", id);
-    fclose(f);
-    struct pool_run off;
-    recap_config = conf;
-    pool_compare("off_capture_meets_free", "13000", NULL, &off);
-    recap_config = NULL;
+    pool_compare_second_site_off("off_capture_meets_free", &o, &off, id);
     cr_expect_eq(run_count_lines(off.log, "\"event\":\"end\"",
                                  "\"memory_not_kept_reason\":\"a capture runs\"", NULL), 1,
                  "the end event says why the segments were not kept");
