@@ -23,7 +23,7 @@ import sys
 ROLES_WITH_WRAPPER = {
     "proc_v1", "proc_v2", "begin", "begin_v1", "end", "query", "op", "alloc",
     "graph_destroy", "exec_destroy", "inst_flags", "inst_params",
-    "inst_legacy", "exec_mutate", "graph_mutate", "graph_read", "graph_walk", "uobj_retain",
+    "inst_legacy", "exec_mutate", "graph_mutate", "begin_unseen", "graph_read", "graph_walk", "uobj_retain",
     "uobj_release",
     "guard", "release", "meminfo", "ctx_teardown", "code_unload",
 }
@@ -423,7 +423,8 @@ ROLE_ENUM = {
     "alloc": "ALLOC", "graph_destroy": "GRAPH_DESTROY",
     "exec_destroy": "EXEC_DESTROY", "inst_flags": "INSTANTIATE",
     "inst_params": "INSTANTIATE", "inst_legacy": "INSTANTIATE",
-    "exec_mutate": "EXEC_MUTATE", "graph_mutate": "GRAPH_MUTATE", "graph_read": "GRAPH_READ",
+    "exec_mutate": "EXEC_MUTATE", "graph_mutate": "GRAPH_MUTATE", "begin_unseen": "GRAPH_MUTATE",
+    "graph_read": "GRAPH_READ",
     "graph_walk": "GRAPH_READ",
     "uobj_retain": "GRAPH_MUTATE", "uobj_release": "GRAPH_MUTATE",
     "guard": "GUARD", "release": "RELEASE", "meminfo": "MEMINFO", "ctx_teardown": "CTX_TEARDOWN",
@@ -539,7 +540,7 @@ def keep_wrapped(e, body):
         # to mid-capture), or outside its capture while no capture runs.
         return ("if (kmem_capturing()) {\n"
                 "        if (kmem_take(%s, %s, capture_thread_mode() == CU_STREAM_CAPTURE_MODE_RELAXED ||\n"
-                "                      (!kmem_thread_capturing && !ctab_any_active() && !observed_any())))\n"
+                "                      (!kmem_thread_capturing && !ctab_any_capture_running())))\n"
                 "            return CUDA_SUCCESS;\n"
                 "        CUresult r = %s_role(%s);\n"
                 "        if (r == CUDA_SUCCESS && %s)\n            kmem_track(*%s, %s);\n"
@@ -551,7 +552,7 @@ def keep_wrapped(e, body):
         ptr, size = names[:2]
         flags = names[2] if len(names) > 2 else "KHOST_ALLOC_HOST"
         return ("if (khost_on()) {\n"
-                "        if (khost_take(%s, %s, %s, !ctab_any_active() && !observed_any()))\n"
+                "        if (khost_take(%s, %s, %s, !ctab_any_capture_running()))\n"
                 "            return CUDA_SUCCESS;\n"
                 "        CUresult r = %s_role(%s);\n"
                 "        if (r == CUDA_ERROR_OUT_OF_MEMORY && khost_release_all())\n"
@@ -636,6 +637,11 @@ def wrapper_body(e):
                 "    exec_note_mutated(hGraphExec);\n    return r;" % call)
     if e.role == "graph_mutate":
         return graph_call_check(e) + ("self_record_graphs_current();\n    cache_note_graph_edit(DRV_%s);\n    return %s;"
+                                        % (e.symbol, call))
+    if e.role == "begin_unseen":
+        return graph_call_check(e) + ("self_record_graphs_current();\n    cache_note_graph_edit(DRV_%s);\n"
+                                        "    capture_unseen_begin_enter();\n    CUresult r = %s;\n"
+                                        "    capture_unseen_begin_leave(r);\n    return r;"
                                         % (e.symbol, call))
     if e.role == "graph_read":
         return graph_call_check(e) + "self_record_graphs_current();\n    return %s;" % call

@@ -676,6 +676,43 @@ static int begin_recorded(struct capture *cap, CUresult *result)
 static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMode mode,
                               const void *entry_return, const void *entry_cfa);
 
+/* A capture that recap passes to the driver holding no record of it,
+ * counted until its end (capture_table.h: ctab_unseen_began). */
+static CUresult begin_unseen(enum drv_id id, CUstream stream, CUstreamCaptureMode mode)
+{
+    ctab_unseen_began();
+    CUresult r = capture_driver_begin(id, stream, mode);
+    if (r != CUDA_SUCCESS)
+        ctab_unseen_ended();
+    return r;
+}
+
+/* A driver capture that began: registered, or, where the table is full,
+ * counted as unseen. */
+static void register_driver_capture(struct capture *cap)
+{
+    if (!ctab_register(cap))
+        ctab_unseen_began();
+}
+
+void capture_unseen_begin_enter(void)
+{
+    if (runtime_passthrough)
+        return;
+    ctab_begin_enter();
+    kmem_capture_began(NULL);
+    ctab_unseen_began();
+}
+
+void capture_unseen_begin_leave(CUresult r)
+{
+    if (runtime_passthrough)
+        return;
+    if (r != CUDA_SUCCESS)
+        ctab_unseen_ended();
+    ctab_begin_leave();
+}
+
 CUresult capture_on_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode mode,
                           const void *entry_return, const void *entry_cfa)
 {
@@ -727,7 +764,7 @@ static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMo
     struct capture *cap = site ? ctab_new() : NULL;
     if (!cap) {
         kmem_capture_began(NULL);
-        return capture_driver_begin(id, stream, mode);
+        return begin_unseen(id, stream, mode);
     }
 
     cap->origin = s;
@@ -765,7 +802,7 @@ static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMo
         if (!recorded) {
             r = capture_driver_begin(id, stream, mode);
             if (r == CUDA_SUCCESS)
-                ctab_register(cap);
+                register_driver_capture(cap);
         }
         if (r != CUDA_SUCCESS)
             step_capture_refused(&site->step);
@@ -799,7 +836,7 @@ static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMo
     runtime_verbose("capture begin site %016llx #%lu: %s", (unsigned long long)site->id, cap->seq,
                     capture_path_name(cap->path));
     if (r == CUDA_SUCCESS)
-        ctab_register(cap);
+        register_driver_capture(cap);
     else
         step_capture_refused(&site->step);
     ctab_release(cap);
@@ -869,6 +906,18 @@ static CUresult fall_back_at_end(struct capture *cap, enum drv_id id, CUgraph *g
     return capture_driver_end(id, cap->origin.real, graph);
 }
 
+/* An end on a stream in no capture recap holds: the driver's answer; a
+ * capture recap counted as unseen is over when the driver took the end
+ * and the stream captures no more. */
+static CUresult end_unknown(enum drv_id id, CUstream stream, CUgraph *phGraph)
+{
+    CUresult r = capture_driver_end(id, stream, phGraph);
+    if (ctab_any_unseen() && r != CUDA_ERROR_ILLEGAL_STATE &&
+        !capture_driver_still_capturing(stream, NULL))
+        ctab_unseen_ended();
+    return r;
+}
+
 CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
 {
     if (runtime_passthrough)
@@ -894,7 +943,7 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
             pthread_mutex_unlock(&cap->lock);
             ctab_release(cap);
         }
-        return capture_driver_end(id, stream, phGraph);
+        return end_unknown(id, stream, phGraph);
     }
 
     pthread_mutex_lock(&cap->lock);

@@ -26,6 +26,12 @@
 CUresult capture_on_begin(enum drv_id id, CUstream hStream, CUstreamCaptureMode mode,
                           const void *entry_return, const void *entry_cfa);
 
+/* Around the program's own cuStreamBeginCaptureToGraph, which recap
+ * passes to the driver (`r` its answer): the capture runs unseen
+ * (ctab_unseen_began), and what it allocates is the program's. */
+void capture_unseen_begin_enter(void);
+void capture_unseen_begin_leave(CUresult r);
+
 /* The cuStreamEndCapture* hook. */
 CUresult capture_on_end(enum drv_id id, CUstream hStream, CUgraph *phGraph);
 

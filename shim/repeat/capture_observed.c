@@ -33,12 +33,18 @@ int capture_begin_observed(enum drv_id id, struct stream_ref s, CUstreamCaptureM
     if (site->policy.mode == RECAP_MODE_OFF) {
         /* Not watched, but known to run: kept memory's synchronisation
          * must not meet it (ctab_synchronize_if_idle). Where the slots
-         * are full it goes unknown, as before. */
+         * are full it is counted as unseen. */
         struct observed_capture quiet = { .site = site, .silent = 1 };
         int slot = observed_claim(s.key, &quiet);
+        if (slot < 0)
+            ctab_unseen_began();     /* the slots are full */
         *result = capture_driver_begin(id, s.real, mode);
-        if (slot >= 0 && *result != CUDA_SUCCESS)
-            observed_unclaim(slot);
+        if (*result != CUDA_SUCCESS) {
+            if (slot >= 0)
+                observed_unclaim(slot);
+            else
+                ctab_unseen_ended();
+        }
         return 1;
     }
     PHASE_MARK_START(t_claim);

@@ -102,6 +102,9 @@ int ctab_any_active(void)
  * so that of a begin and a synchronisation at once, at least one sees
  * the other). */
 static int begins_running, syncs_running;
+/* Captures the driver runs that recap holds no record or slot of
+ * (ctab_unseen_began): begun, and not yet seen to end. */
+static int unseen_running;
 
 void ctab_begin_enter(void)
 {
@@ -118,6 +121,32 @@ void ctab_begin_leave(void)
     __atomic_sub_fetch(&begins_running, 1, __ATOMIC_SEQ_CST);
 }
 
+void ctab_unseen_began(void)
+{
+    VALGRIND_HG_DISABLE_CHECKING(&unseen_running, sizeof unseen_running);
+    __atomic_add_fetch(&unseen_running, 1, __ATOMIC_SEQ_CST);
+}
+
+int ctab_any_unseen(void)
+{
+    return __atomic_load_n(&unseen_running, __ATOMIC_RELAXED) != 0;
+}
+
+int ctab_any_capture_running(void)
+{
+    return ctab_any_active() || observed_any() || ctab_any_unseen();
+}
+
+void ctab_unseen_ended(void)
+{
+    /* Never below zero: an end recap cannot tell from another must not
+     * let a synchronisation meet a capture still counted. */
+    int n = __atomic_load_n(&unseen_running, __ATOMIC_SEQ_CST);
+    while (n > 0 && !__atomic_compare_exchange_n(&unseen_running, &n, n - 1, 0, __ATOMIC_SEQ_CST,
+                                                 __ATOMIC_SEQ_CST))
+        ;
+}
+
 CUresult ctab_synchronize_if_idle(void)
 {
     VALGRIND_HG_DISABLE_CHECKING(&begins_running, sizeof begins_running);
@@ -125,7 +154,7 @@ CUresult ctab_synchronize_if_idle(void)
     __atomic_add_fetch(&syncs_running, 1, __ATOMIC_SEQ_CST);
     CUresult r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (!__atomic_load_n(&begins_running, __ATOMIC_SEQ_CST) && !ctab_any_active() &&
-        !observed_any())
+        !observed_any() && !__atomic_load_n(&unseen_running, __ATOMIC_SEQ_CST))
         r = DRV_REAL(cuCtxSynchronize)();
     __atomic_sub_fetch(&syncs_running, 1, __ATOMIC_SEQ_CST);
     return r;

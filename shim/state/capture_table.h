@@ -153,8 +153,24 @@ int ctab_any_active(void);
 void ctab_begin_enter(void);
 void ctab_begin_leave(void);
 
-/* cuCtxSynchronize where no capture recap knows of runs or begins (kept
- * memory's stand-in for the wait of the free it replaces): its result,
+/* A capture the driver runs and recap holds nothing of: the program's own
+ * cuStreamBeginCaptureToGraph, or a begin beyond recap's tables. Counted
+ * from inside the begin's bracket until an end on a stream recap does
+ * not know finds no capture left on it (ctab_unseen_ended), so that
+ * ctab_synchronize_if_idle stands back meanwhile. A count, not a list:
+ * an unseen capture that never ends keeps recap from synchronising for
+ * the rest of the run, which costs kept memory, never a capture. */
+void ctab_unseen_began(void);
+void ctab_unseen_ended(void);
+int ctab_any_unseen(void);
+
+/* Whether any capture runs that recap knows of: registered, observed (a
+ * slot) or counted unseen. */
+int ctab_any_capture_running(void);
+
+/* cuCtxSynchronize where no capture runs or begins, of those recap knows
+ * of or counts (kept memory's stand-in for the wait of the free it
+ * replaces): its result,
  * or CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, with nothing called, when a
  * capture runs or begins. */
 CUresult ctab_synchronize_if_idle(void);

@@ -127,7 +127,7 @@ static const char *keep_refusal(struct khost_block *b)
 {
     /* A capture anywhere: the synchronisation that stands for the
      * driver's own would be refused there, or end it. */
-    if (ctab_any_active() || observed_any())
+    if (ctab_any_capture_running())
         return "a capture runs";
     CUcontext ctx = NULL;
     if (!current_context(&ctx, "the pinned memory is freed, not kept"))

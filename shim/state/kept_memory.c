@@ -273,7 +273,7 @@ static const char *keep_refusal(struct kmem_block *b)
     /* A capture anywhere: the synchronisation that stands for the
      * driver's own would be refused there, or end it (the capture that
      * adopted b among them). */
-    if (ctab_any_active() || observed_any())
+    if (ctab_any_capture_running())
         return "a capture runs";
     /* The synchronisation is of the current context: the block's must be. */
     CUcontext ctx = NULL;

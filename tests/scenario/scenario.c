@@ -760,6 +760,10 @@ static int run_pool_two_sites(int iters, int third)
  * would keep after synchronising the device. A synchronisation then
  * would invalidate the first thread's capture. */
 static pthread_barrier_t off_barrier;
+/* to_graph_capture_meets_free: the same, the other thread's capture begun
+ * into a graph of its own (cuStreamBeginCaptureToGraph), which recap
+ * passes to the driver without a record. */
+static int off_site_to_graph;
 
 static __attribute__((noinline)) int off_site_capture(void)
 {
@@ -767,7 +771,14 @@ static __attribute__((noinline)) int off_site_capture(void)
     int n = SC_N;
     void *params[] = { &ctx.buf[3], &a, &n };
     CUgraph graph = NULL;
-    int begin = (int)cuStreamBeginCapture(ctx.stream[1], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    int begin;
+    if (off_site_to_graph) {
+        begin = (int)cuGraphCreate(&graph, 0);
+        begin = begin ? begin : (int)cuStreamBeginCaptureToGraph(ctx.stream[1], graph, NULL, NULL, 0,
+                                                                 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    } else {
+        begin = (int)cuStreamBeginCapture(ctx.stream[1], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    }
     int launch = (int)launch_on(ctx.scale, ctx.stream[1], params);
     pthread_barrier_wait(&off_barrier);         /* begun */
     pthread_barrier_wait(&off_barrier);         /* the other thread freed */
@@ -2162,6 +2173,8 @@ int main(int argc, char **argv)
         rc = run_pool_batches(iters);
     else if (!strcmp(name, "off_capture_meets_free"))
         rc = run_off_capture_meets_free(iters);
+    else if (!strcmp(name, "to_graph_capture_meets_free"))
+        rc = (off_site_to_graph = 1, run_off_capture_meets_free(iters));
     else if (!strcmp(name, "random")) {
         /* SCENARIO_SEED: which program (random_program.c). */
         const char *seed = getenv("SCENARIO_SEED");

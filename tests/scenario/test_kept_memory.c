@@ -301,6 +301,20 @@ Test(kept_memory, a_capture_at_a_site_left_alone_is_not_broken_by_a_free_recap_w
     pool_done(&o);
 }
 
+/* The same where the other thread's capture is one recap holds no record
+ * of: the program's own cuStreamBeginCaptureToGraph, which recap passes to
+ * the driver; it counts the capture as running all the same. */
+Test(kept_memory, a_capture_the_program_begins_into_its_own_graph_is_not_broken_by_a_free)
+{
+    struct pool_run o;
+    pool_compare("to_graph_capture_meets_free", "13000", NULL, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"",
+                                 "\"memory_not_kept_reason\":\"a capture runs\"", NULL), 1,
+                 "the end event says why the segments were not kept");
+    cr_expect_eq(run_log_total(o.log, "memory_kept"), 0);
+    pool_done(&o);
+}
+
 /* Pinned host memory freed and pinned again every step (PyTorch empties
  * its pinned cache at each torch.cuda.graph enter): under recap the
  * driver pins each of the two buffers once and unpins nothing until the
