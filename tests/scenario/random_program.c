@@ -6,7 +6,8 @@
  * picks (round robin, or at random). Each site has a recipe of its own
  * (kernels of four functions, memsets, copies, host functions, a fork to
  * a second stream and its join) and a way of its own to capture it: a
- * capture mode, an instantiation variant, a pool segment allocated inside
+ * capture mode, into a new graph or one the program made
+ * (cuStreamBeginCaptureToGraph), an instantiation variant, a pool segment allocated inside
  * the capture in relaxed mode (as PyTorch's caching allocator does), a
  * segment allocated just before the begin, a query of the capture's info
  * part way. Iteration by iteration the recipe's scalars change, and now
@@ -63,6 +64,7 @@ struct rp_site {
     int before;                 /* a segment allocated just before each begin */
     int query_at;               /* the operation before which the capture is queried; -1 none */
     int scratch;                /* a scratch buffer allocated and freed in the graph (memory nodes) */
+    int to_graph;               /* captured into a graph of the program's own (BeginCaptureToGraph) */
     CUgraphExec held;           /* an executable graph kept to launch again later */
     int held_until;             /* the iteration that launches and destroys it */
 };
@@ -136,6 +138,7 @@ static void rp_draw_site(struct rp_rng *r, struct rp_site *s)
     rp_draw_recipe(r, &s->recipe, s->pool);
     if (s->query_at >= 0)
         s->query_at = rp_below(r, s->recipe.n + 1);
+    s->to_graph = rp_chance(r, 12);
 }
 
 /* This iteration's recipe: the site's, its scalars moved, and now and
@@ -249,7 +252,13 @@ static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, in
 
     if (s->before)
         rp_note(&l, cuMemAlloc(&before, (size_t)(1 + it % 2) * SC_N * sizeof(float)));
-    rp_note(&l, cuStreamBeginCapture(c->stream[0], s->mode));
+    CUgraph own = NULL;         /* the graph a capture into the program's own graph fills */
+    if (s->to_graph) {
+        rp_note(&l, cuGraphCreate(&own, 0));
+        rp_note(&l, cuStreamBeginCaptureToGraph(c->stream[0], own, NULL, NULL, 0, s->mode));
+    } else {
+        rp_note(&l, cuStreamBeginCapture(c->stream[0], s->mode));
+    }
     if (before)
         rp_note(&l, cuMemsetD32Async(before, (unsigned)it, SC_N, c->stream[0]));
     if (s->pool) {
@@ -284,6 +293,8 @@ static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, in
         }
     }
     rp_note(&l, cuStreamEndCapture(c->stream[0], &graph));
+    if (own && graph == NULL)
+        rp_note(&l, cuGraphDestroy(own));   /* the end failed: the graph is still the program's */
     if (graph && rp_chance(r, 8))
         rp_edit(&l, graph, it);
 
