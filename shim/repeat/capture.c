@@ -222,6 +222,15 @@ static void capture_fall_back(struct capture *cap, const char *reason)
     /* An invalidated capture recap records stays so: no switch revives it. */
     if (cap->path != PATH_RECAPTURE || cap->invalidated)
         return;
+    /* Nor one the program broke itself (a call the driver refused, on any
+     * thread): the driver's recapture is invalidated without a recapture
+     * failure, and a plain capture replaying the journal would hand the
+     * program a graph where the driver gives an error. It stays the
+     * driver's, which answers every later call; its end lets the target
+     * go. */
+    if (!cap->by_recap && !cap->no_driver_capture && !cap->recapture_failed &&
+        capture_driver_invalidated(cap->origin.real, cap->site))
+        return;
     if (!cap->fallback_pending)
         ctab_set_reason(cap, reason);
     if (cap->by_recap && switch_recorded(cap))
@@ -446,6 +455,7 @@ static CUresult query_in_capture(struct capture *cap, enum drv_id id, union drv_
     }
     CUresult r = drv_invoke(id, a);
     if (r == CUDA_ERROR_GRAPH_RECAPTURE_FAILURE && cap->path == PATH_RECAPTURE) {
+        cap->recapture_failed = 1;
         capture_fall_back(cap, "recapture failed (reported by a capture query)");
         r = drv_invoke(id, a);
     }
@@ -516,6 +526,7 @@ static CUresult capture_op(struct capture *cap, enum drv_id id, union drv_args *
 
     r = drv_invoke(id, a);
     if (r == CUDA_ERROR_GRAPH_RECAPTURE_FAILURE && cap->path == PATH_RECAPTURE) {
+        cap->recapture_failed = 1;
         char reason[200];
         snprintf(reason, sizeof reason, "recapture failed at %s", drv_table[id].symbol);
         capture_fall_back(cap, reason);

@@ -39,6 +39,16 @@ int capture_driver_still_capturing(CUstream stream, struct site *site)
     return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+int capture_driver_invalidated(CUstream stream, struct site *site)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = DRV_REAL(cuStreamIsCapturing)(stream, &status);
+    if (r != CUDA_SUCCESS)
+        event_own_call_failed(site, "cuStreamIsCapturing", r,
+                              "the capture is taken to be still valid");
+    return status == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+}
+
 cuuint64_t capture_driver_id(struct capture *cap)
 {
     CUstreamCaptureStatus status;

@@ -26,6 +26,10 @@ CUresult capture_driver_end(enum drv_id id, CUstream stream, CUgraph *graph);
  * failed question counts as ended, logged against `site`). */
 int capture_driver_still_capturing(CUstream stream, struct site *site);
 
+/* Whether the driver holds the stream's capture as invalidated (a failed
+ * question counts as not: logged against `site`). */
+int capture_driver_invalidated(CUstream stream, struct site *site);
+
 /* The driver's id of the capture on cap's origin stream, 0 if unknown. */
 cuuint64_t capture_driver_id(struct capture *cap);
 

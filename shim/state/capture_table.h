@@ -83,6 +83,7 @@ struct capture {
     struct graph_rec *target;        /* TAKEN graph being recaptured into */
     cuuint64_t app_capture_id;       /* the id the program saw, if any */
     int fallback_pending;            /* failure seen where it cannot be handled */
+    int recapture_failed;            /* the driver said CUDA_ERROR_GRAPH_RECAPTURE_FAILURE */
     int reuse_closed;                /* the site's gate was closed at begin */
     int graph_asked;                 /* a query took the graph of a recapture: site left to driver captures */
     int graph_handed_out;            /* a query gave the program the capture's graph */

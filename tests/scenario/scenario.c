@@ -1209,8 +1209,10 @@ static int run_external_events(int iters)
 }
 
 /* The program breaks its own capture at iteration 3 with a call that is
- * illegal while a global-mode capture runs. */
-static int run_broken(int iters)
+ * illegal while a global-mode capture runs. broken_query: then asks that
+ * capture for its status and graph, as a framework checks its capture
+ * (a query that makes a recapture switch to a plain capture). */
+static int run_broken(int iters, int query)
 {
     struct sc_recipe r;
     for (int it = 0; it < iters; it++) {
@@ -1223,6 +1225,14 @@ static int run_broken(int iters)
             ops = ops * 3 + (int)sc_enqueue(&ctx, &r.op[i]) % 3;
             if (it == 3 && i == 2)
                 illegal = cuMemAlloc(&scratch, 64);
+        }
+        if (query && it == 3) {
+            CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+            CUgraph capturing = NULL;
+            int asked = cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing, NULL,
+                                               NULL, NULL);
+            printf("it=%d query=%d status=%d graph=%s\n", it, asked, (int)status,
+                   capturing ? "yes" : "null");
         }
         int end = cuStreamEndCapture(ctx.stream[0], &graph);
         int inst = run_and_release(graph);
@@ -2123,8 +2133,8 @@ int main(int argc, char **argv)
         rc = run_cross_thread(iters);
     else if (!strcmp(name, "ptsz_cross_thread"))
         rc = run_ptsz_cross_thread(iters);
-    else if (!strcmp(name, "broken"))
-        rc = run_broken(iters);
+    else if (!strcmp(name, "broken") || !strcmp(name, "broken_query"))
+        rc = run_broken(iters, !strcmp(name, "broken_query"));
     else if (!strcmp(name, "double_destroy"))
         rc = run_double_destroy(iters);
     else if (!strcmp(name, "mutate"))

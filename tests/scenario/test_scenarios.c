@@ -423,6 +423,28 @@ Test(scenario, program_breaking_its_capture_gets_its_own_error)
     sc_done(&o);
 }
 
+/* The same, and then the program asks the broken capture for its graph,
+ * which makes a 13.3 recapture switch to a plain capture: the switch
+ * must not revive the capture (the query says invalidated, the end gives
+ * the error and no graph), at 13.3 and, recorded by recap, at 13.0. */
+Test(scenario, a_broken_capture_asked_for_its_graph_stays_broken)
+{
+    const char *drivers[] = { "13030", "13000" };
+    for (int d = 0; d < 2; d++) {
+        struct sc_case c = { .name = "broken_query", .iters = 6, .driver = drivers[d] };
+        struct sc_outcome o;
+        sc_compare(&c, &o);
+        char status[64];
+        snprintf(status, sizeof status, "it=3 query=0 status=%d graph=null",
+                 2 /* CU_STREAM_CAPTURE_STATUS_INVALIDATED */);
+        cr_expect_neq(strstr(o.recap.out, status), NULL, "at %s:\n%s", drivers[d], o.recap.out);
+        cr_expect_neq(strstr(o.recap.out, "end=901 graph=null"), NULL, "at %s", drivers[d]);
+        cr_expect_eq(run_count_lines(o.log, "\"seq\":4,", "STREAM_CAPTURE_INVALIDATED", NULL), 1,
+                     "at %s the broken capture is logged with the driver's error", drivers[d]);
+        sc_done(&o);
+    }
+}
+
 Test(scenario, double_destroy_returns_invalid_value_and_keeps_the_cache)
 {
     struct sc_case c = { .name = "double_destroy", .iters = 6 };
