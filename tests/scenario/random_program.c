@@ -266,7 +266,18 @@ static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, in
         if (pool)
             c->buf[3] = pool;
     }
+    /* Now and then a call the driver refuses inside a capture (the
+     * capturing stream synchronised): the capture is invalidated, and
+     * every later call into it and its end say so. Not in a recipe that
+     * forks: the second stream, no longer joined to a capture, would run
+     * its work at once, on memory the capture never wrote. */
+    int forks = 0;
+    for (int i = 0; i < recipe.n; i++)
+        forks |= recipe.op[i].type == SC_FORK;
+    int refused_at = rp_chance(r, 3) && !forks ? rp_below(r, recipe.n + 1) : -1;
     for (int i = 0; i <= recipe.n; i++) {
+        if (i == refused_at)
+            rp_note(&l, cuStreamSynchronize(c->stream[0]));
         if (i == s->query_at) {
             CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
             CUgraph capturing = NULL;
