@@ -569,6 +569,9 @@ static enum recorded_switch_how resume_in_graph(struct capture *cap)
      * new to the cache, as a fresh capture's would be. */
     adopt_recording(cap);
     cap->journal.nops = made;
+    /* The graph is the program's now (a query lent it), the driver's
+     * capture runs in it: a failed end must let it go (capture.c). */
+    cap->lent_graph = graph_rec_graph(target);
     cache_graph_forget(target);
     cap->target = NULL;
     return complete ? RECORDED_RESUMED_WHOLE : RECORDED_RESUMED;

@@ -147,6 +147,7 @@ static int changed_from_recording(const struct graph_rec *g, const struct change
  * (helgrind, with copies on by default). */
 static void note_synced(struct exec_rec *e, const struct graph_rec *g)
 {
+    e->synced_graph = graph_rec_graph(g);
     e->synced_serial = __atomic_load_n(&g->serial, __ATOMIC_RELAXED);
     e->synced_version = __atomic_load_n(&g->version, __ATOMIC_RELAXED);
     e->synced_epoch = cache_graph_edit_epoch();
@@ -444,7 +445,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         if (reusable) {
             unsigned long long bytes = cache_probe_end(&probe, site, g->nodes);
             struct exec_rec *rec = cache_exec_track(*rq->ph_exec, site, flags, g->shape, g->nodes,
-                                                    g->serial, bytes);
+                                                    graph_rec_graph(g), g->serial, bytes);
             if (rec)
                 note_synced(rec, g);
         }

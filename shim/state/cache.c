@@ -518,8 +518,8 @@ void cache_graph_set_recording(struct graph_rec *rec, struct journal *recording,
 /* --- executable graphs ------------------------------------------------------------- */
 
 struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned long long flags,
-                                  uint64_t shape, long nodes, uint64_t source_serial,
-                                  unsigned long long bytes)
+                                  uint64_t shape, long nodes, CUgraph source_graph,
+                                  uint64_t source_serial, unsigned long long bytes)
 {
     struct exec_rec *rec = calloc(1, sizeof *rec);
     if (!rec)
@@ -530,6 +530,7 @@ struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned 
     rec->flags = flags;
     rec->shape = shape;
     rec->nodes = nodes;
+    rec->source_graph = source_graph;
     rec->source_serial = source_serial;
     return cache_entry_track(CACHE_EXECS, &rec->entry) == 0 ? rec : NULL;
 }
@@ -537,7 +538,23 @@ struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned 
 struct exec_want {
     unsigned long long flags;
     uint64_t shape, prefer_serial;
+    int source_must_live;
 };
+
+static struct graph_rec *graph_of_serial_locked(CUgraph graph, uint64_t serial);
+
+/* Which graph's nodes the driver's setters take after a whole update,
+ * learnt from the program's own setters on executable graphs recap
+ * brought up to another graph: unknown, the graph it was instantiated
+ * from (as documented), or the graph of the update. */
+enum exec_nodes_reading { EXEC_NODES_UNKNOWN, EXEC_NODES_INSTANTIATED, EXEC_NODES_UPDATED };
+static int exec_nodes_reading;   /* atomic */
+
+static void learn_exec_nodes_reading(int reading)
+{
+    VALGRIND_HG_DISABLE_CHECKING(&exec_nodes_reading, sizeof exec_nodes_reading);   /* atomic */
+    __atomic_store_n(&exec_nodes_reading, reading, __ATOMIC_RELAXED);
+}
 
 /* Same flags and shape; better, instantiated from the very graph; best of
  * all, and brought up to it last (only the changed nodes may then need
@@ -548,6 +565,14 @@ static int exec_suits(const struct cache_entry *e, const void *want)
     const struct exec_want *w = want;
     if (rec->flags != w->flags || rec->shape != w->shape)
         return 0;
+    /* Where the program sets nodes of its executable graphs, it names its
+     * graph's nodes: one instantiated from another graph will do only
+     * while that graph lives, for cache_exec_source_node to find the
+     * node the driver takes (called under cache_lock). */
+    if (rec->source_serial != w->prefer_serial && w->source_must_live &&
+        __atomic_load_n(&exec_nodes_reading, __ATOMIC_RELAXED) != EXEC_NODES_UPDATED &&
+        !graph_of_serial_locked(rec->source_graph, rec->source_serial))
+        return 0;
     if (rec->source_serial != w->prefer_serial)
         return 1;
     return rec->synced_serial == w->prefer_serial ? 3 : 2;
@@ -556,7 +581,8 @@ static int exec_suits(const struct cache_entry *e, const void *want)
 struct exec_rec *cache_take_exec(struct site *site, unsigned long long flags, uint64_t shape,
                                  uint64_t prefer_serial)
 {
-    struct exec_want want = { flags, shape, prefer_serial };
+    struct exec_want want = { flags, shape, prefer_serial,
+                              __atomic_load_n(&site->sets_exec_nodes, __ATOMIC_RELAXED) };
     return (struct exec_rec *)cache_entry_take(CACHE_EXECS, site, exec_suits, &want);
 }
 
@@ -599,15 +625,99 @@ CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec)
     return cache_entry_on_destroy(CACHE_EXECS, exec, &exec_keep_rule, exec_destroy_real);
 }
 
-void exec_note_mutated(CUgraphExec exec)
+void exec_note_mutated(CUgraphExec exec, int by_node)
 {
     if (runtime_passthrough || !cache_map_may_hold(CACHE_EXECS))
         return;
     pthread_mutex_lock(&cache_lock);
     struct exec_rec *rec = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
-    if (rec)
+    if (rec) {
         rec->mutated = 1;
+        if (by_node)
+            __atomic_store_n(&rec->entry.site->sets_exec_nodes, 1, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&cache_lock);
+}
+
+/* The graph record of `graph` if it is still the one of that serial. */
+static struct graph_rec *graph_of_serial_locked(CUgraph graph, uint64_t serial)
+{
+    struct graph_rec *g = graph ? hmap_get(&kinds[CACHE_GRAPHS].by_handle, graph) : NULL;
+    return g && g->serial == serial ? g : NULL;
+}
+
+/* The graph's nodes in the driver's order (malloc'd), or NULL. */
+static CUgraphNode *graph_nodes(CUgraph graph, size_t *n)
+{
+    *n = 0;
+    if (DRV_REAL(cuGraphGetNodes)(graph, NULL, n) != CUDA_SUCCESS || *n == 0)
+        return NULL;
+    CUgraphNode *nodes = malloc(*n * sizeof *nodes);
+    size_t got = *n;
+    if (nodes && (DRV_REAL(cuGraphGetNodes)(graph, nodes, &got) != CUDA_SUCCESS || got != *n)) {
+        free(nodes);
+        nodes = NULL;
+    }
+    return nodes;
+}
+
+
+/* Where `node` is in `graph`'s list, or -1. */
+static long node_index(CUgraphNode *nodes, size_t n, CUgraphNode node)
+{
+    for (size_t i = 0; nodes && i < n; i++)
+        if (nodes[i] == node)
+            return (long)i;
+    return -1;
+}
+
+void cache_exec_setter_took(CUgraphExec exec, CUgraphNode node)
+{
+    if (__atomic_load_n(&exec_nodes_reading, __ATOMIC_RELAXED) != EXEC_NODES_UNKNOWN ||
+        runtime_passthrough || !node || !cache_map_may_hold(CACHE_EXECS))
+        return;
+    pthread_mutex_lock(&cache_lock);
+    struct exec_rec *e = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
+    struct graph_rec *synced = e && e->source_serial != e->synced_serial
+                                   ? graph_of_serial_locked(e->synced_graph, e->synced_serial)
+                                   : NULL;
+    if (synced) {
+        size_t n;
+        CUgraphNode *nodes = graph_nodes(graph_rec_graph(synced), &n);
+        if (node_index(nodes, n, node) >= 0)
+            learn_exec_nodes_reading(EXEC_NODES_UPDATED);
+        free(nodes);
+    }
+    pthread_mutex_unlock(&cache_lock);
+}
+
+int cache_exec_source_node(CUgraphExec exec, CUgraphNode node, CUgraphNode *out)
+{
+    if (runtime_passthrough || !node || !cache_map_may_hold(CACHE_EXECS))
+        return 0;
+    int found = 0;
+    /* Under cache_lock: neither graph can be destroyed meanwhile. The
+     * driver calls are reads of structure, which recap never changes. */
+    pthread_mutex_lock(&cache_lock);
+    struct exec_rec *e = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
+    struct graph_rec *source = e ? graph_of_serial_locked(e->source_graph, e->source_serial) : NULL;
+    struct graph_rec *synced = e ? graph_of_serial_locked(e->synced_graph, e->synced_serial) : NULL;
+    if (source && synced && source != synced) {
+        size_t nsource, nsynced;
+        CUgraphNode *from = graph_nodes(graph_rec_graph(synced), &nsynced);
+        CUgraphNode *to = from ? graph_nodes(graph_rec_graph(source), &nsource) : NULL;
+        /* Topologically identical (the update took it): the same place. */
+        long i = to && nsource == nsynced ? node_index(from, nsynced, node) : -1;
+        if (i >= 0) {
+            *out = to[i];
+            found = 1;
+            learn_exec_nodes_reading(EXEC_NODES_INSTANTIATED);
+        }
+        free(from);
+        free(to);
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return found;
 }
 
 /* --- device memory an instantiation takes -------------------------------------------- */

@@ -142,6 +142,9 @@ struct exec_rec {
     long nodes;
     uint64_t source_serial;        /* graph it was instantiated from */
     uint64_t synced_serial;        /* graph whose parameters it now holds */
+    /* Their handles, valid only while a graph record of that handle has
+     * that serial (cache_exec_source_node). */
+    CUgraph source_graph, synced_graph;
     unsigned long synced_version;
     unsigned long synced_epoch;    /* graph-edit epoch at that time */
     int mutated;                   /* the program changed it itself */
@@ -263,7 +266,8 @@ CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph);
 
 /* `bytes`: device memory it takes (cache_probe_end). */
 struct exec_rec *cache_exec_track(CUgraphExec exec, struct site *site, unsigned long long flags,
-                                  uint64_t shape, long nodes, uint64_t source_serial,
+                                  uint64_t shape, long nodes, CUgraph source_graph,
+                                  uint64_t source_serial,
                                   unsigned long long bytes);
 
 /* A released executable graph of the site with these flags and shape, now
@@ -280,8 +284,26 @@ void cache_exec_discard(struct exec_rec *rec);
 CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec);
 
 /* The program changed an executable graph itself: recap's record of its
- * parameters no longer holds. */
-void exec_note_mutated(CUgraphExec exec);
+ * parameters no longer holds. by_node: through a node setter, which names
+ * a node of its graph (the site's executables are then reused only where
+ * cache_exec_source_node can find the node the driver takes). */
+void exec_note_mutated(CUgraphExec exec, int by_node);
+
+/* A node of the graph an executable graph was handed out for, as the
+ * node of the graph it was instantiated from (the executable graph's
+ * setters take the latter's nodes). Where recap brought a released
+ * executable graph up to the program's graph, the program names its own
+ * graph's nodes in the setters it calls after: when the driver refuses
+ * one, this gives the node at the same place in the graph the executable
+ * graph came from, if that graph still lives. Returns whether *out was
+ * set. */
+int cache_exec_source_node(CUgraphExec exec, CUgraphNode node, CUgraphNode *out);
+
+/* The driver took a setter of the program's naming `node`: where the
+ * executable graph was brought up to another graph than its own and
+ * `node` is that graph's, the driver follows updates, and executable
+ * graphs no longer need their own graph to live (cache_take_exec). */
+void cache_exec_setter_took(CUgraphExec exec, CUgraphNode node);
 
 /* --- device memory, the budget --- */
 

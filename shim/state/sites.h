@@ -103,6 +103,8 @@ struct site {
     int journal_verified;               /* a journal matched its graph */
     int no_recapture;                   /* never recapture again */
     int no_exec_reuse;                  /* never reuse its executable graphs (atomic) */
+    int sets_exec_nodes;                /* the program set nodes of one of its executable
+                                         * graphs itself (atomic): cache_take_exec */
     int typed_shapes;                   /* shapes include node types and edges */
     char no_recapture_reason[160];
     struct site_counters count;

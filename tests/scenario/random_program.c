@@ -327,6 +327,39 @@ static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, in
             }
         }
     }
+    if (graph && exec && rp_chance(r, 6)) {
+        /* The program changes its executable graph itself: the first
+         * kernel node it lists runs a smaller grid in this one. */
+        CUgraphNode nodes[SC_MAX_OPS + 8];
+        size_t n = sizeof nodes / sizeof nodes[0];
+        rp_note(&l, cuGraphGetNodes(graph, nodes, &n));
+        for (size_t i = 0; i < n; i++) {
+            CUgraphNodeType type;
+            if (cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL)
+                continue;
+            CUDA_KERNEL_NODE_PARAMS p;
+            memset(&p, 0, sizeof p);
+            rp_note(&l, cuGraphKernelNodeGetParams(nodes[i], &p));
+            p.gridDimX = 1 + (unsigned)(it * 3) % (SC_N / 64);
+            rp_note(&l, cuGraphExecKernelNodeSetParams(exec, nodes[i], &p));
+            l.len += snprintf(l.text + l.len, sizeof l.text - (size_t)l.len, "x%zu,", i);
+            break;
+        }
+    }
+    if (graph && rp_chance(r, 5)) {
+        /* A copy of the graph, run once and let go. */
+        CUgraph clone = NULL;
+        CUgraphExec of_clone = NULL;
+        rp_note(&l, cuGraphClone(&clone, graph));
+        if (clone)
+            rp_note(&l, cuGraphInstantiateWithFlags(&of_clone, clone, 0));
+        if (of_clone) {
+            rp_note(&l, cuGraphLaunch(of_clone, c->stream[0]));
+            rp_note(&l, cuGraphExecDestroy(of_clone));
+        }
+        if (clone)
+            rp_note(&l, cuGraphDestroy(clone));
+    }
     if (exec && s->held && !pool && !before && rp_chance(r, 25)) {
         /* A program updating the executable graph it keeps itself: the
          * driver's verdict, whichever it is, must be the same under recap. */

@@ -1211,7 +1211,9 @@ static int run_external_events(int iters)
 /* The program breaks its own capture at iteration 3 with a call that is
  * illegal while a global-mode capture runs. broken_query: then asks that
  * capture for its status and graph, as a framework checks its capture
- * (a query that makes a recapture switch to a plain capture). */
+ * (a query that makes a recapture switch to a plain capture);
+ * query_then_broken: asks for them first, then breaks it (the graph it
+ * was handed is the capture's, and goes with it). */
 static int run_broken(int iters, int query)
 {
     struct sc_recipe r;
@@ -1223,10 +1225,18 @@ static int run_broken(int iters, int query)
         int ops = 0, illegal = 0;
         for (int i = 0; i < r.n; i++) {
             ops = ops * 3 + (int)sc_enqueue(&ctx, &r.op[i]) % 3;
+            if (query == 2 && it == 3 && i == 1) {
+                CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+                CUgraph capturing = NULL;
+                int asked = cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing, NULL,
+                                                   NULL, NULL);
+                printf("it=%d query first=%d status=%d graph=%s\n", it, asked, (int)status,
+                       capturing ? "yes" : "null");
+            }
             if (it == 3 && i == 2)
                 illegal = cuMemAlloc(&scratch, 64);
         }
-        if (query && it == 3) {
+        if (query == 1 && it == 3) {
             CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
             CUgraph capturing = NULL;
             int asked = cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing, NULL,
@@ -1242,6 +1252,57 @@ static int run_broken(int iters, int query)
                ops, illegal, end, graph ? "yes" : "null", inst, sc_checksum(&ctx));
     }
     return 0;
+}
+
+/* exec_node_set: every step the program captures a kernel, instantiates
+ * the graph, and then sets the executable graph's kernel node itself
+ * through its graph's node (another scalar) before launching it. Where
+ * recap hands out a released executable graph instantiated from another
+ * graph, the driver may take only that graph's nodes in the setter
+ * (STANDIN_EXEC_NODES=instantiated, as documented). `keep`: the program
+ * destroys each graph one step late (the executable graph's source then
+ * lives when the next step sets a node). */
+static int run_exec_node_set(int iters, int keep)
+{
+    int failures = 0;
+    CUgraph previous = NULL;
+    for (int it = 0; it < iters; it++) {
+        float a = 1.0f + (float)(it % 3), b = 0.5f * (float)(it % 5);
+        int n = SC_N;
+        void *params[] = { &ctx.buf[0], &a, &n };
+        CUgraph graph = NULL;
+        CUgraphExec exec = NULL;
+        int begin = (int)cuStreamBeginCapture(ctx.stream[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+        int launch = (int)launch_on(ctx.scale, ctx.stream[0], params);
+        int end = (int)cuStreamEndCapture(ctx.stream[0], &graph);
+        int inst = graph ? (int)cuGraphInstantiateWithFlags(&exec, graph, 0) : -1;
+        CUgraphNode node = NULL;
+        size_t count = 1;
+        int nodes = graph ? (int)cuGraphGetNodes(graph, &node, &count) : -1;
+        CUDA_KERNEL_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        int get = node ? (int)cuGraphKernelNodeGetParams(node, &p) : -1;
+        void *set_params[] = { &ctx.buf[0], &b, &n };
+        p.kernelParams = set_params;
+        int set = exec && node ? (int)cuGraphExecKernelNodeSetParams(exec, node, &p) : -1;
+        int run = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
+        int sync = (int)cuStreamSynchronize(ctx.stream[0]);
+        if (exec)
+            cuGraphExecDestroy(exec);
+        if (previous)
+            cuGraphDestroy(previous);
+        previous = NULL;
+        if (keep)
+            previous = graph;
+        else if (graph)
+            cuGraphDestroy(graph);
+        printf("it=%d rc=%d,%d,%d,%d,%d,%d,%d,%d,%d sum=%08x\n", it, begin, launch, end, inst, nodes,
+               get, set, run, sync, sc_checksum(&ctx));
+        failures += begin || launch || end || inst || nodes || get || set || run || sync;
+    }
+    if (previous)
+        cuGraphDestroy(previous);
+    return failures ? 1 : 0;
 }
 
 /* Captures a recipe on stream 0 in global mode: the end's result, the
@@ -2133,8 +2194,11 @@ int main(int argc, char **argv)
         rc = run_cross_thread(iters);
     else if (!strcmp(name, "ptsz_cross_thread"))
         rc = run_ptsz_cross_thread(iters);
-    else if (!strcmp(name, "broken") || !strcmp(name, "broken_query"))
-        rc = run_broken(iters, !strcmp(name, "broken_query"));
+    else if (!strcmp(name, "exec_node_set") || !strcmp(name, "exec_node_set_keep"))
+        rc = run_exec_node_set(iters, !strcmp(name, "exec_node_set_keep"));
+    else if (!strcmp(name, "broken") || !strcmp(name, "broken_query") ||
+             !strcmp(name, "query_then_broken"))
+        rc = run_broken(iters, !strcmp(name, "broken_query") ? 1 : !strcmp(name, "broken") ? 0 : 2);
     else if (!strcmp(name, "double_destroy"))
         rc = run_double_destroy(iters);
     else if (!strcmp(name, "mutate"))

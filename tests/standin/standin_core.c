@@ -431,6 +431,11 @@ static void state_setup(void)
     si.next_cond_handle = 1;
     if ((v = getenv("STANDIN_DRIVER_VERSION")) && *v) si.driver_version = atoi(v);
     if ((v = getenv("STANDIN_CLONE_SHARES"))) si.clone_shares_params = *v && strcmp(v, "0") != 0;
+    if ((v = getenv("STANDIN_EXEC_NODES")) && *v) {
+        si.exec_nodes_follow_update = strcmp(v, "updated") == 0;
+        if (!si.exec_nodes_follow_update && strcmp(v, "instantiated") != 0)
+            fprintf(stderr, "standin: STANDIN_EXEC_NODES=%s is not instantiated|updated\n", v);
+    }
     if ((v = getenv("STANDIN_RECAPTURE_FAILURE")) && parse_surface(v, &si.surface) != 0)
         fprintf(stderr, "standin: STANDIN_RECAPTURE_FAILURE=%s is not call|later|end\n", v);
     if ((v = getenv("STANDIN_NULL_CALLBACK"))) si.null_callback_accepted = strcmp(v, "reject") != 0;

@@ -82,12 +82,17 @@ static void replace_params(struct si_exec_node *en, const struct si_params *p)
     si_params_free(&old);
 }
 
+/* STANDIN_EXEC_NODES: which graph's nodes name an executable graph's
+ * nodes in its setters after a whole update. The documentation says "the
+ * graph which was used to instantiate" (`instantiated`, the default);
+ * `updated`: the graph of the last update. Not probed on a driver. */
 static void apply_graph(struct si_exec *e, const struct si_graph *g)
 {
     for (size_t i = 0; i < e->n; i++) {
         struct si_exec_node *en = &e->nodes[i];
         const struct si_node *n = g->nodes.v[i];
         replace_params(en, &n->p);
+        if (si.exec_nodes_follow_update) en->key = (struct si_node *)n;
         if (en->child) apply_graph(en->child, n->p.child);
         for (unsigned b = 0; b < en->nbodies; b++) apply_graph(en->bodies[b], n->p.cond->bodies[b]);
     }

@@ -345,7 +345,7 @@ void si_cond_handle_drop(CUgraphConditionalHandle h);
 /* Executable graphs.                                                  */
 
 struct si_exec_node {
-    struct si_node *key; /* node of the graph it was instantiated from */
+    struct si_node *key; /* node of the graph it was instantiated from (STANDIN_EXEC_NODES) */
     struct si_params p;
     size_t *deps;
     size_t ndeps;
@@ -539,6 +539,7 @@ struct si_state {
     bool callback_every_node; /* STANDIN_RECAPTURE_CALLBACK=every */
     bool unloaded_code_refused; /* STANDIN_UNLOADED_CODE=refuse (si_names_unloaded_code) */
     bool clone_shares_params;   /* STANDIN_CLONE_SHARES=1 (si_graph_check_shared) */
+    bool exec_nodes_follow_update; /* STANDIN_EXEC_NODES=updated (standin_exec_update.c) */
     unsigned long error_node;
     size_t capacity, used;
     char *report_path;
