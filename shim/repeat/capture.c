@@ -994,11 +994,12 @@ CUresult capture_on_end(enum drv_id id, CUstream stream, CUgraph *phGraph)
         return r;
     }
 
-    if (r != CUDA_SUCCESS && cap->lent_graph) {
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_GRAPH_RECAPTURE_FAILURE && cap->lent_graph) {
         /* The driver captured into the graph recap lent (a query handed it
          * out): a failed end leaves it, where the driver destroys a
          * capture's own graph. The program gets no graph, as without
-         * recap, so the lent one goes. */
+         * recap, so the lent one goes. (A recapture failure is recap's:
+         * the plain capture that replaces it goes on in that graph.) */
         DRV_REAL(cuGraphDestroy)(cap->lent_graph);
         cap->lent_graph = NULL;
         graph = NULL;
