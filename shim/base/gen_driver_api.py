@@ -636,14 +636,14 @@ def wrapper_body(e):
         # A setter naming a node of the graph recap brought a released
         # executable graph up to: the driver may want the node of the graph
         # it was instantiated from (cache_exec_source_node).
-        retry = ""
+        retry, note = "", "exec_note_mutated(hGraphExec, 0, NULL);"
         if ("CUgraphNode", "hNode") in e.params:
-            retry = ("    CUgraphNode source_node;\n"
-                     "    if (r == CUDA_SUCCESS)\n        cache_exec_setter_took(hGraphExec, hNode);\n"
-                     "    else if (r == CUDA_ERROR_INVALID_VALUE && cache_exec_source_node(hGraphExec, hNode, &source_node)) {\n"
+            retry = ("    CUgraphNode took = r == CUDA_SUCCESS ? hNode : NULL, source_node;\n"
+                     "    if (r == CUDA_ERROR_INVALID_VALUE && cache_exec_source_node(hGraphExec, hNode, &source_node)) {\n"
                      "        hNode = source_node;\n        r = %s;\n    }\n" % call)
+            note = "exec_note_mutated(hGraphExec, 1, took);"
         return graph_call_check(e) + ("self_record_graphs_current();\n    CUresult r = %s;\n%s"
-                "    exec_note_mutated(hGraphExec, %d);\n    return r;" % (call, retry, retry != ""))
+                "    %s\n    return r;" % (call, retry, note))
     if e.role == "graph_mutate":
         return graph_call_check(e) + ("self_record_graphs_current();\n    cache_note_graph_edit(DRV_%s);\n    return %s;"
                                         % (e.symbol, call))

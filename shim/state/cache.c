@@ -625,19 +625,6 @@ CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec)
     return cache_entry_on_destroy(CACHE_EXECS, exec, &exec_keep_rule, exec_destroy_real);
 }
 
-void exec_note_mutated(CUgraphExec exec, int by_node)
-{
-    if (runtime_passthrough || !cache_map_may_hold(CACHE_EXECS))
-        return;
-    pthread_mutex_lock(&cache_lock);
-    struct exec_rec *rec = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
-    if (rec) {
-        rec->mutated = 1;
-        if (by_node)
-            __atomic_store_n(&rec->entry.site->sets_exec_nodes, 1, __ATOMIC_RELAXED);
-    }
-    pthread_mutex_unlock(&cache_lock);
-}
 
 /* The graph record of `graph` if it is still the one of that serial. */
 static struct graph_rec *graph_of_serial_locked(CUgraph graph, uint64_t serial)
@@ -661,7 +648,6 @@ static CUgraphNode *graph_nodes(CUgraph graph, size_t *n)
     return nodes;
 }
 
-
 /* Where `node` is in `graph`'s list, or -1. */
 static long node_index(CUgraphNode *nodes, size_t n, CUgraphNode node)
 {
@@ -671,22 +657,35 @@ static long node_index(CUgraphNode *nodes, size_t n, CUgraphNode node)
     return -1;
 }
 
-void cache_exec_setter_took(CUgraphExec exec, CUgraphNode node)
+/* The driver took a setter naming `node` of the graph an executable graph
+ * was brought up to, not the one it was instantiated from: it follows
+ * updates. Caller holds cache_lock. */
+static void learn_from_setter_locked(const struct exec_rec *e, CUgraphNode node)
 {
-    if (__atomic_load_n(&exec_nodes_reading, __ATOMIC_RELAXED) != EXEC_NODES_UNKNOWN ||
-        runtime_passthrough || !node || !cache_map_may_hold(CACHE_EXECS))
-        return;
-    pthread_mutex_lock(&cache_lock);
-    struct exec_rec *e = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
-    struct graph_rec *synced = e && e->source_serial != e->synced_serial
+    struct graph_rec *synced = e->source_serial != e->synced_serial
                                    ? graph_of_serial_locked(e->synced_graph, e->synced_serial)
                                    : NULL;
-    if (synced) {
-        size_t n;
-        CUgraphNode *nodes = graph_nodes(graph_rec_graph(synced), &n);
-        if (node_index(nodes, n, node) >= 0)
-            learn_exec_nodes_reading(EXEC_NODES_UPDATED);
-        free(nodes);
+    if (!synced)
+        return;
+    size_t n;
+    CUgraphNode *nodes = graph_nodes(graph_rec_graph(synced), &n);
+    if (node_index(nodes, n, node) >= 0)
+        learn_exec_nodes_reading(EXEC_NODES_UPDATED);
+    free(nodes);
+}
+
+void exec_note_mutated(CUgraphExec exec, int by_node, CUgraphNode took)
+{
+    if (runtime_passthrough || !cache_map_may_hold(CACHE_EXECS))
+        return;
+    pthread_mutex_lock(&cache_lock);
+    struct exec_rec *rec = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
+    if (rec) {
+        rec->mutated = 1;
+        if (by_node)
+            __atomic_store_n(&rec->entry.site->sets_exec_nodes, 1, __ATOMIC_RELAXED);
+        if (took && __atomic_load_n(&exec_nodes_reading, __ATOMIC_RELAXED) == EXEC_NODES_UNKNOWN)
+            learn_from_setter_locked(rec, took);
     }
     pthread_mutex_unlock(&cache_lock);
 }

@@ -286,8 +286,10 @@ CUresult cache_on_exec_destroy(enum drv_id id, CUgraphExec exec);
 /* The program changed an executable graph itself: recap's record of its
  * parameters no longer holds. by_node: through a node setter, which names
  * a node of its graph (the site's executables are then reused only where
- * cache_exec_source_node can find the node the driver takes). */
-void exec_note_mutated(CUgraphExec exec, int by_node);
+ * cache_exec_source_node can find the node the driver takes); took: that
+ * node where the driver took it at once, which tells whether the driver
+ * takes the nodes of the graph of an update. */
+void exec_note_mutated(CUgraphExec exec, int by_node, CUgraphNode took);
 
 /* A node of the graph an executable graph was handed out for, as the
  * node of the graph it was instantiated from (the executable graph's
@@ -299,11 +301,6 @@ void exec_note_mutated(CUgraphExec exec, int by_node);
  * set. */
 int cache_exec_source_node(CUgraphExec exec, CUgraphNode node, CUgraphNode *out);
 
-/* The driver took a setter of the program's naming `node`: where the
- * executable graph was brought up to another graph than its own and
- * `node` is that graph's, the driver follows updates, and executable
- * graphs no longer need their own graph to live (cache_take_exec). */
-void cache_exec_setter_took(CUgraphExec exec, CUgraphNode node);
 
 /* --- device memory, the budget --- */
 
