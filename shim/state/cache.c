@@ -715,7 +715,17 @@ int cache_exec_source_node(CUgraphExec exec, CUgraphNode node, CUgraphNode *out)
         free(from);
         free(to);
     }
+    /* The one case recap cannot mend (docs/decisions.md, round 29): the
+     * graph the driver knows the executable graph by is gone. */
+    const struct site *lost = e && e->source_serial != e->synced_serial && !source && synced
+                                  ? e->entry.site : NULL;
     pthread_mutex_unlock(&cache_lock);
+    if (lost)
+        event_warning(lost, "the program set a node of an executable graph that recap had brought "
+                            "up to its graph from another graph, now destroyed; the driver takes "
+                            "only that graph's nodes and refused the call. recap reuses this "
+                            "site's executable graphs only while their own graph lives from now "
+                            "on; RECAP_MODE=observe (or mode = observe for the site) avoids it");
     return found;
 }
 

@@ -1261,8 +1261,9 @@ static int run_broken(int iters, int query)
  * graph, the driver may take only that graph's nodes in the setter
  * (STANDIN_EXEC_NODES=instantiated, as documented). `keep`: the program
  * destroys each graph one step late (the executable graph's source then
- * lives when the next step sets a node). */
-static int run_exec_node_set(int iters, int keep)
+ * lives when the next step sets a node). exec_node_set_late: the program
+ * sets nodes from the fourth step on only. */
+static int run_exec_node_set(int iters, int keep, int from)
 {
     int failures = 0;
     CUgraph previous = NULL;
@@ -1284,7 +1285,7 @@ static int run_exec_node_set(int iters, int keep)
         int get = node ? (int)cuGraphKernelNodeGetParams(node, &p) : -1;
         void *set_params[] = { &ctx.buf[0], &b, &n };
         p.kernelParams = set_params;
-        int set = exec && node ? (int)cuGraphExecKernelNodeSetParams(exec, node, &p) : -1;
+        int set = it < from ? 0 : exec && node ? (int)cuGraphExecKernelNodeSetParams(exec, node, &p) : -1;
         int run = exec ? (int)cuGraphLaunch(exec, ctx.stream[0]) : -1;
         int sync = (int)cuStreamSynchronize(ctx.stream[0]);
         if (exec)
@@ -2194,8 +2195,10 @@ int main(int argc, char **argv)
         rc = run_cross_thread(iters);
     else if (!strcmp(name, "ptsz_cross_thread"))
         rc = run_ptsz_cross_thread(iters);
-    else if (!strcmp(name, "exec_node_set") || !strcmp(name, "exec_node_set_keep"))
-        rc = run_exec_node_set(iters, !strcmp(name, "exec_node_set_keep"));
+    else if (!strcmp(name, "exec_node_set") || !strcmp(name, "exec_node_set_keep") ||
+             !strcmp(name, "exec_node_set_late"))
+        rc = run_exec_node_set(iters, !strcmp(name, "exec_node_set_keep"),
+                               !strcmp(name, "exec_node_set_late") ? 3 : 0);
     else if (!strcmp(name, "broken") || !strcmp(name, "broken_query") ||
              !strcmp(name, "query_then_broken"))
         rc = run_broken(iters, !strcmp(name, "broken_query") ? 1 : !strcmp(name, "broken") ? 0 : 2);

@@ -71,8 +71,8 @@ static void sc_spec(const struct sc_case *c, struct run_spec *spec, const char *
     run_forward_env(spec, "SCENARIO_KERNELS");
 }
 
-/* Runs both ways and requires identical behaviour. */
-static void sc_compare(const struct sc_case *c, struct sc_outcome *o)
+/* Runs `c` without recap and under it; both must run. */
+static void sc_run_both(const struct sc_case *c, struct sc_outcome *o)
 {
     struct run_spec spec;
     memset(o, 0, sizeof *o);
@@ -95,7 +95,12 @@ static void sc_compare(const struct sc_case *c, struct sc_outcome *o)
         run_setenv(&spec, "RECAP_CONFIG", "%s", conf);
     }
     cr_assert_eq(run_program(&spec, &o->recap), 0);
+}
 
+/* Runs both ways and requires identical behaviour. */
+static void sc_compare(const struct sc_case *c, struct sc_outcome *o)
+{
+    sc_run_both(c, o);
     cr_assert_eq(o->recap.status, o->base.status,
                  "%s: exit status %d under recap, %d without\nstderr: %s", c->name,
                  o->recap.status, o->base.status, o->recap.err);
@@ -499,6 +504,24 @@ Test(scenario, the_programs_own_node_setters_reach_a_reused_executable_graph)
                           c.driver, c.env[0], run_log_total(o.log, "reused"));
         sc_done(&o);
     }
+}
+
+/* What recap cannot mend (docs/decisions.md, round 29): a site's first
+ * setter, at the fourth step, on an executable graph recap reused from a
+ * graph gone by then (13.0, self-recording off: recap keeps no graph).
+ * The driver refuses it, as it would not without recap; the log says so,
+ * once, and from then on the site's results are the program's own. */
+Test(scenario, a_first_setter_recap_cannot_mend_is_named_in_the_log)
+{
+    struct sc_case c = { .name = "exec_node_set_late", .iters = 8, .driver = "13000",
+                         .env = { "RECAP_SELF_RECORD=off" } };
+    struct sc_outcome o;
+    sc_run_both(&c, &o);
+    cr_expect_eq(run_count_lines(o.log, "\"event\":\"warning\"", "now destroyed", NULL), 1);
+    cr_expect_neq(strstr(o.base.out, "it=3 rc=0,0,0,0,0,0,0,"), NULL, "%s", o.base.out);
+    cr_expect_neq(strstr(o.recap.out, "it=3 rc=0,0,0,0,0,0,1,"), NULL, "%s", o.recap.out);
+    cr_expect_neq(strstr(o.recap.out, "it=4 rc=0,0,0,0,0,0,0,0,0 "), NULL, "%s", o.recap.out);
+    sc_done(&o);
 }
 
 Test(scenario, double_destroy_returns_invalid_value_and_keeps_the_cache)
