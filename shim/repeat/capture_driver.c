@@ -29,24 +29,31 @@ CUresult capture_driver_end(enum drv_id id, CUstream stream, CUgraph *graph)
     return ((drv_fn_cuStreamEndCapture)drv_real_fn[id])(stream, graph);
 }
 
+/* The stream's capture status; where the driver cannot tell, `fallback`,
+ * the failure logged against `site` with what recap takes it to mean. */
+static CUstreamCaptureStatus stream_status(CUstream stream, struct site *site,
+                                           CUstreamCaptureStatus fallback, const char *meaning)
+{
+    CUstreamCaptureStatus status = fallback;
+    CUresult r = DRV_REAL(cuStreamIsCapturing)(stream, &status);
+    if (r != CUDA_SUCCESS) {
+        event_own_call_failed(site, "cuStreamIsCapturing", r, meaning);
+        status = fallback;
+    }
+    return status;
+}
+
 int capture_driver_still_capturing(CUstream stream, struct site *site)
 {
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = DRV_REAL(cuStreamIsCapturing)(stream, &status);
-    if (r != CUDA_SUCCESS)
-        event_own_call_failed(site, "cuStreamIsCapturing", r,
-                              "the capture is taken to have ended");
-    return status != CU_STREAM_CAPTURE_STATUS_NONE;
+    return stream_status(stream, site, CU_STREAM_CAPTURE_STATUS_NONE,
+                         "the capture is taken to have ended") != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 int capture_driver_invalidated(CUstream stream, struct site *site)
 {
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = DRV_REAL(cuStreamIsCapturing)(stream, &status);
-    if (r != CUDA_SUCCESS)
-        event_own_call_failed(site, "cuStreamIsCapturing", r,
-                              "the capture is taken to be still valid");
-    return status == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    return stream_status(stream, site, CU_STREAM_CAPTURE_STATUS_ACTIVE,
+                         "the capture is taken to be still valid") ==
+           CU_STREAM_CAPTURE_STATUS_INVALIDATED;
 }
 
 cuuint64_t capture_driver_id(struct capture *cap)

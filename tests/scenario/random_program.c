@@ -217,10 +217,10 @@ static void rp_note_call(struct rp_line *l, CUresult rc, const char *call)
 
 #define rp_note(l, call) rp_note_call((l), (call), #call)
 
-/* The program edits its graph before instantiating it: the first kernel
- * node it lists gets a smaller grid (fewer elements computed), its
- * arguments kept. */
-static void rp_edit(struct rp_line *l, CUgraph graph, int it)
+/* The first kernel node `graph` lists, and its parameters (its index in
+ * *index); 0 where it has none. */
+static int rp_first_kernel(struct rp_line *l, CUgraph graph, CUgraphNode *node, size_t *index,
+                           CUDA_KERNEL_NODE_PARAMS *p)
 {
     CUgraphNode nodes[SC_MAX_OPS + 8];
     size_t n = sizeof nodes / sizeof nodes[0];
@@ -229,14 +229,28 @@ static void rp_edit(struct rp_line *l, CUgraph graph, int it)
         CUgraphNodeType type;
         if (cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL)
             continue;
-        CUDA_KERNEL_NODE_PARAMS p;
-        memset(&p, 0, sizeof p);
-        rp_note(l, cuGraphKernelNodeGetParams(nodes[i], &p));
-        p.gridDimX = 1 + (unsigned)it % (SC_N / 64);
-        rp_note(l, cuGraphKernelNodeSetParams(nodes[i], &p));
-        l->len += snprintf(l->text + l->len, sizeof l->text - (size_t)l->len, "e%zu,", i);
-        return;
+        memset(p, 0, sizeof *p);
+        rp_note(l, cuGraphKernelNodeGetParams(nodes[i], p));
+        *node = nodes[i];
+        *index = i;
+        return 1;
     }
+    return 0;
+}
+
+/* The program edits its graph before instantiating it: the first kernel
+ * node it lists gets a smaller grid (fewer elements computed), its
+ * arguments kept. */
+static void rp_edit(struct rp_line *l, CUgraph graph, int it)
+{
+    CUgraphNode node;
+    size_t i;
+    CUDA_KERNEL_NODE_PARAMS p;
+    if (!rp_first_kernel(l, graph, &node, &i, &p))
+        return;
+    p.gridDimX = 1 + (unsigned)it % (SC_N / 64);
+    rp_note(l, cuGraphKernelNodeSetParams(node, &p));
+    l->len += snprintf(l->text + l->len, sizeof l->text - (size_t)l->len, "e%zu,", i);
 }
 
 /* One capture at a site and what the program then does with its graph. */
@@ -330,20 +344,13 @@ static int rp_step(struct sc_context *c, struct rp_rng *r, struct rp_site *s, in
     if (graph && exec && rp_chance(r, 6)) {
         /* The program changes its executable graph itself: the first
          * kernel node it lists runs a smaller grid in this one. */
-        CUgraphNode nodes[SC_MAX_OPS + 8];
-        size_t n = sizeof nodes / sizeof nodes[0];
-        rp_note(&l, cuGraphGetNodes(graph, nodes, &n));
-        for (size_t i = 0; i < n; i++) {
-            CUgraphNodeType type;
-            if (cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL)
-                continue;
-            CUDA_KERNEL_NODE_PARAMS p;
-            memset(&p, 0, sizeof p);
-            rp_note(&l, cuGraphKernelNodeGetParams(nodes[i], &p));
+        CUgraphNode node;
+        size_t i;
+        CUDA_KERNEL_NODE_PARAMS p;
+        if (rp_first_kernel(&l, graph, &node, &i, &p)) {
             p.gridDimX = 1 + (unsigned)(it * 3) % (SC_N / 64);
-            rp_note(&l, cuGraphExecKernelNodeSetParams(exec, nodes[i], &p));
+            rp_note(&l, cuGraphExecKernelNodeSetParams(exec, node, &p));
             l.len += snprintf(l.text + l.len, sizeof l.text - (size_t)l.len, "x%zu,", i);
-            break;
         }
     }
     if (graph && rp_chance(r, 5)) {

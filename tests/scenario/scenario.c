@@ -1214,6 +1214,16 @@ static int run_external_events(int iters)
  * (a query that makes a recapture switch to a plain capture);
  * query_then_broken: asks for them first, then breaks it (the graph it
  * was handed is the capture's, and goes with it). */
+/* Asks stream 0's capture for its status and graph, and prints both. */
+static void print_capture_query(int it, const char *label)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph capturing = NULL;
+    int asked = cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing, NULL, NULL, NULL);
+    printf("it=%d %s=%d status=%d graph=%s\n", it, label, asked, (int)status,
+           capturing ? "yes" : "null");
+}
+
 static int run_broken(int iters, int query)
 {
     struct sc_recipe r;
@@ -1225,25 +1235,13 @@ static int run_broken(int iters, int query)
         int ops = 0, illegal = 0;
         for (int i = 0; i < r.n; i++) {
             ops = ops * 3 + (int)sc_enqueue(&ctx, &r.op[i]) % 3;
-            if (query == 2 && it == 3 && i == 1) {
-                CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-                CUgraph capturing = NULL;
-                int asked = cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing, NULL,
-                                                   NULL, NULL);
-                printf("it=%d query first=%d status=%d graph=%s\n", it, asked, (int)status,
-                       capturing ? "yes" : "null");
-            }
+            if (query == 2 && it == 3 && i == 1)
+                print_capture_query(it, "query first");
             if (it == 3 && i == 2)
                 illegal = cuMemAlloc(&scratch, 64);
         }
-        if (query == 1 && it == 3) {
-            CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-            CUgraph capturing = NULL;
-            int asked = cuStreamGetCaptureInfo(ctx.stream[0], &status, NULL, &capturing, NULL,
-                                               NULL, NULL);
-            printf("it=%d query=%d status=%d graph=%s\n", it, asked, (int)status,
-                   capturing ? "yes" : "null");
-        }
+        if (query == 1 && it == 3)
+            print_capture_query(it, "query");
         int end = cuStreamEndCapture(ctx.stream[0], &graph);
         int inst = run_and_release(graph);
         if (scratch)
