@@ -687,17 +687,6 @@ static int begin_recorded(struct capture *cap, CUresult *result)
 static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMode mode,
                               const void *entry_return, const void *entry_cfa);
 
-/* A capture that recap passes to the driver holding no record of it,
- * counted until its end (capture_table.h: ctab_unseen_began). */
-static CUresult begin_unseen(enum drv_id id, CUstream stream, CUstreamCaptureMode mode)
-{
-    ctab_unseen_began();
-    CUresult r = capture_driver_begin(id, stream, mode);
-    if (r != CUDA_SUCCESS)
-        ctab_unseen_ended();
-    return r;
-}
-
 /* A driver capture that began: registered, or, where the table is full,
  * counted as unseen. */
 static void register_driver_capture(struct capture *cap)
@@ -775,7 +764,7 @@ static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMo
     struct capture *cap = site ? ctab_new() : NULL;
     if (!cap) {
         kmem_capture_began(NULL);
-        return begin_unseen(id, stream, mode);
+        return capture_driver_begin_unseen(id, stream, mode);
     }
 
     cap->origin = s;

@@ -24,6 +24,15 @@ CUresult capture_driver_begin(enum drv_id id, CUstream stream, CUstreamCaptureMo
     }
 }
 
+CUresult capture_driver_begin_unseen(enum drv_id id, CUstream stream, CUstreamCaptureMode mode)
+{
+    ctab_unseen_began();
+    CUresult r = capture_driver_begin(id, stream, mode);
+    if (r != CUDA_SUCCESS)
+        ctab_unseen_ended();
+    return r;
+}
+
 CUresult capture_driver_end(enum drv_id id, CUstream stream, CUgraph *graph)
 {
     return ((drv_fn_cuStreamEndCapture)drv_real_fn[id])(stream, graph);

@@ -19,6 +19,10 @@
 /* A begin of the program's, made as it asked (v1 forms have no mode). */
 CUresult capture_driver_begin(enum drv_id id, CUstream stream, CUstreamCaptureMode mode);
 
+/* The same for a capture recap holds no record or slot of: counted as
+ * running unseen until its end (capture_table.h: ctab_unseen_began). */
+CUresult capture_driver_begin_unseen(enum drv_id id, CUstream stream, CUstreamCaptureMode mode);
+
 /* An end, by the program's entry point `id`. */
 CUresult capture_driver_end(enum drv_id id, CUstream stream, CUgraph *graph);
 

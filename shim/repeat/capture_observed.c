@@ -36,15 +36,13 @@ int capture_begin_observed(enum drv_id id, struct stream_ref s, CUstreamCaptureM
          * are full it is counted as unseen. */
         struct observed_capture quiet = { .site = site, .silent = 1 };
         int slot = observed_claim(s.key, &quiet);
-        if (slot < 0)
-            ctab_unseen_began();     /* the slots are full */
-        *result = capture_driver_begin(id, s.real, mode);
-        if (*result != CUDA_SUCCESS) {
-            if (slot >= 0)
-                observed_unclaim(slot);
-            else
-                ctab_unseen_ended();
+        if (slot < 0) {
+            *result = capture_driver_begin_unseen(id, s.real, mode);   /* the slots are full */
+            return 1;
         }
+        *result = capture_driver_begin(id, s.real, mode);
+        if (*result != CUDA_SUCCESS)
+            observed_unclaim(slot);
         return 1;
     }
     PHASE_MARK_START(t_claim);
