@@ -190,6 +190,24 @@ def instantiate_hows(log_path):
     return collections.Counter(str(e.get("how")) for e in log_events(log_path, "instantiate"))
 
 
+def device_used_mib():
+    """The whole card's used memory in MiB by NVML (pynvml, from
+    nvidia-ml-py), or None where NVML cannot answer. Not cuMemGetInfo,
+    which recap answers with the memory it keeps counted as free."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+            index = int(visible) if visible.isdigit() else 0
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            return pynvml.nvmlDeviceGetMemoryInfo(handle).used >> 20
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - any NVML failure means: not known
+        return None
+
+
 def end_totals(log_path):
     """The totals of the last end event in recap's log (exact counters), or {}."""
     totals = {}

@@ -17,8 +17,9 @@ launch, wait, release; cuda.core: begin, kernels, end, complete and
 launch, wait, close; the PyTorch loops: enter, body, exit, replay, wait,
 read and release, and free: the frees of what the section released,
 which PyTorch would otherwise leave to the next enter, another way's)
-each step's median in us, and the mismatches. The first 10 iterations
-are warm-up.
+each step's median in us, the card's used memory at the loop's end
+(device_used_mib, by NVML, where it answers), and the mismatches. The
+first 10 iterations are warm-up.
 
 usage: python_paired.py torch|cupy|cuda_core|resnet18|decoder ITERATIONS
 (resnet18 and decoder: real models, from bench_models.py)
@@ -262,6 +263,9 @@ def main():
         if steps:
             line += f" {w}_steps_us=" + "/".join(
                 f"{statistics.median(s[k] for s in steps) * 1e6:.1f}" for k in range(len(steps[0])))
+    used = benchlib.device_used_mib()
+    if used is not None:
+        line += f" device_used_mib={used}"
     print(f"{line} mismatches={mismatches}")
     return 1 if mismatches else 0
 

@@ -18,12 +18,13 @@ ROOT = os.environ['SOURCE_ROOT']
 BUILD = os.environ['BUILD_ROOT']
 DELTA_COUNTS = os.environ['DELTA_COUNTS_BIN']
 BENCH = os.path.join(ROOT, 'scripts', 'bench')
-NAMES = ['instantiate', 'paired', 'shapes', 'python', 'overhead', 'delta', 'node-setters', 'all',
+NAMES = ['instantiate', 'paired', 'shapes', 'python', 'steady', 'overhead', 'delta', 'node-setters', 'all',
          'standin-cost', 'standin-scenarios', 'standin-delta']
 
 
 sys.path.insert(0, os.path.join(ROOT, 'scripts', 'benchmarks'))
 import python_paired  # noqa: E402  (imports no torch)
+import steady  # noqa: E402
 
 
 class CachingPool:
@@ -103,6 +104,22 @@ class Bench(unittest.TestCase):
         r = bench('standin-delta', '--nodes', '10,x', 'a', 'b')
         self.assertEqual(r.returncode, 2)
         self.assertIn('--nodes wants node counts >= 1 separated by commas (got 10,x)', r.stderr)
+
+    def test_steady_counts_each_driver_call_in_one_column(self):
+        got = steady.classify({'cuMemAlloc_v2': 2, 'cuMemAllocAsync_ptsz': 1, 'cuMemAllocHost_v2': 4,
+                               'cuMemFreeHost': 8, 'cuMemFree_v2': 16, 'cuGraphExecUpdate_v2': 32,
+                               'cuGraphInstantiateWithFlags': 64, 'cuLaunchKernel': 128})
+        self.assertEqual((got['alloc'], got['host'], got['free']), (3, 12, 16))
+        self.assertEqual((got['update'], got['instantiate'], got['launch']), (32, 64, 0))
+        self.assertEqual(got['all'], 255)
+
+    def test_steady_bad_usage(self):
+        r = bench('steady', '--programs', 'torch,llama')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown program(s) ['llama']", r.stderr)
+        r = bench('steady', '--lengths', '90,30')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('--lengths must be two increasing positive counts, got 90,30', r.stderr)
 
     def test_standin_delta(self):
         # Two sizes of the grid (the whole one is the benchmark's).

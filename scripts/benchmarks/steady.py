@@ -1,0 +1,190 @@
+"""bench steady - what still reaches the driver per step once a loop is warm,
+and the device memory a run ends with, plain and under recap.
+
+Each program is the capture-to-release section of scripts/benchmarks/
+python_paired.py (PyTorch's loop, resnet18, the decoder layer; CuPy and
+cuda.core on request), run with no configuration: its three way functions
+are three sites, each recap's default. Every run loads a CUPTI injection
+library (driver_calls.c, built here with the CUPTI of this machine) that
+counts the driver calls arriving in the driver itself: what recap answers
+on its own (kept memory handed back, an executable graph reused, a capture
+recorded) is not counted.
+
+Each program runs plain and under recap at two lengths; the difference
+between the lengths, divided by the steps between them, is what a warm step
+costs at the driver: allocations, frees, pinned host memory, capture
+begins, instantiations, whole updates, per-node setters, launches, and all
+driver calls. Device memory is NVML's "used" for the whole card at the end
+of the longer run's loop (not cuMemGetInfo, which recap answers); the
+column recap - plain is set against recap's cache budget, from its log.
+
+usage: scripts/bench steady [--recap-lib PATH] [--programs torch,resnet18,decoder]
+                            [--lengths 30,90]
+"""
+import argparse
+import collections
+import glob
+import os
+import subprocess
+import sys
+import sysconfig
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+PROGRAMS = ("torch", "resnet18", "decoder", "cupy", "cuda_core")
+WAYS_PER_ITERATION = 3   # python_paired.py runs its section three times an iteration
+SKIP = 77
+
+# Column -> what counts in it: driver function names' prefixes (a name
+# counts in the first column that matches: cuMemAllocHost is host memory,
+# not a device allocation).
+CLASSES = collections.OrderedDict([
+    ("host", ("cuMemHostAlloc", "cuMemAllocHost", "cuMemHostRegister", "cuMemFreeHost",
+              "cuMemHostUnregister")),
+    ("alloc", ("cuMemAlloc", "cuMemCreate")),
+    ("free", ("cuMemFree", "cuMemRelease")),
+    ("begin", ("cuStreamBeginCapture",)),
+    ("instantiate", ("cuGraphInstantiate",)),
+    ("update", ("cuGraphExecUpdate",)),
+    ("setters", ("cuGraphExecKernelNodeSetParams", "cuGraphExecMemcpyNodeSetParams",
+                 "cuGraphExecMemsetNodeSetParams", "cuGraphExecNodeSetParams",
+                 "cuGraphExecHostNodeSetParams")),
+    ("launch", ("cuGraphLaunch",)),
+])
+
+
+def cupti_dirs():
+    """(include dir, library dir) of CUPTI: the CUDA toolkit's, else the
+    nvidia-cuda-cupti wheel's (the one PyTorch loads)."""
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    includes = [os.path.join(cuda, "include"), os.path.join(cuda, "extras", "CUPTI", "include")]
+    purelib = sysconfig.get_paths()["purelib"]
+    wheel = glob.glob(os.path.join(purelib, "nvidia", "*", "lib", "libcupti.so*")) + \
+        glob.glob(os.path.join(purelib, "nvidia", "cuda_cupti", "lib", "libcupti.so*"))
+    libs = [os.path.dirname(p) for p in wheel] + \
+        [os.path.join(cuda, "extras", "CUPTI", "lib64"), os.path.join(cuda, "lib64")]
+    include = next((d for d in includes if os.path.exists(os.path.join(d, "cupti.h"))), None)
+    lib = next((d for d in libs if glob.glob(os.path.join(d, "libcupti.so*"))), None)
+    if not include or not lib:
+        raise benchlib.BenchError(f"CUPTI not found (cupti.h in {includes}, libcupti.so in "
+                                  f"{libs}); it comes with the CUDA toolkit")
+    return include, lib
+
+
+def build_counter(workdir):
+    include, lib = cupti_dirs()
+    sofile = os.path.join(lib, "libcupti.so")
+    if not os.path.exists(sofile):   # a wheel ships only the versioned name
+        sofile = sorted(glob.glob(os.path.join(lib, "libcupti.so.*")))[0]
+    out = os.path.join(workdir, "driver_calls.so")
+    command = ["gcc", "-O2", "-shared", "-fPIC", "-I" + include,
+               os.path.join(benchlib.BENCHMARKS, "driver_calls.c"), sofile,
+               "-Wl,-rpath," + lib, "-o", out]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise benchlib.BenchError(f"building the driver-call counter failed: {' '.join(command)}\n"
+                                  f"{done.stderr[-1500:]}")
+    return out
+
+
+def classify(counts):
+    got = {c: 0 for c in CLASSES}
+    for name, n in counts.items():
+        for column, prefixes in CLASSES.items():
+            if name.startswith(prefixes):
+                got[column] += n
+                break
+    got["all"] = sum(counts.values())
+    return got
+
+
+def run_once(python, program, iterations, lib, counter, workdir):
+    """One run; (per-column driver calls, device MiB used, the log or None)."""
+    tag = f"{'recap' if lib else 'plain'}-{program}-{iterations}"
+    calls = os.path.join(workdir, tag + ".calls")
+    env = benchlib.environment_without(("LD_PRELOAD", "RECAP_LOG", "RECAP_CONFIG", "RECAP_SITES",
+                                        "RECAP_MODE", "RECAP_SELF_RECORD", "RECAP_VERBOSE"))
+    env.update({"CUDA_INJECTION64_PATH": counter, "DRIVER_CALLS_OUT": calls})
+    log = None
+    if lib:
+        log = os.path.join(workdir, tag + ".jsonl")
+        env.update({"LD_PRELOAD": benchlib.preloadable(lib), "RECAP_LOG": log})
+    script = os.path.join(benchlib.BENCHMARKS, "python_paired.py")
+    done = subprocess.run([python, script, program, str(iterations)], capture_output=True,
+                          text=True, env=env)
+    if done.returncode == SKIP:
+        return None
+    if done.returncode != 0:
+        raise benchlib.BenchError(f"{tag} exited {done.returncode}\n"
+                                  f"{done.stdout[-1500:]}{done.stderr[-1500:]}")
+    counts = {}
+    try:
+        with open(calls, encoding="utf-8") as f:
+            for line in f:
+                name, n = line.split()
+                counts[name] = int(n)
+    except OSError as e:
+        raise benchlib.BenchError(f"{tag}: the driver-call counter wrote nothing ({e}); "
+                                  f"stderr: {done.stderr[-800:]}")
+    result = benchlib.results(done.stdout)[0]
+    return classify(counts), result.get("device_used_mib"), log
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="scripts/bench steady", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recap-lib", help="path of librecap.so")
+    parser.add_argument("--programs", default="torch,resnet18,decoder",
+                        help="comma-separated subset of " + ", ".join(PROGRAMS))
+    parser.add_argument("--lengths", default="30,90",
+                        help="the two loop lengths, in iterations of three steps (default 30,90)")
+    args = parser.parse_args(argv)
+    programs = [p for p in args.programs.split(",") if p]
+    if set(programs) - set(PROGRAMS):
+        parser.error(f"unknown program(s) {sorted(set(programs) - set(PROGRAMS))}, "
+                     f"expected some of {PROGRAMS}")
+    try:
+        short, long_ = (int(x) for x in args.lengths.split(","))
+    except ValueError:
+        short = long_ = 0
+    if not 0 < short < long_:
+        parser.error(f"--lengths must be two increasing positive counts, got {args.lengths}")
+    lib = benchlib.recap_lib(args.recap_lib)
+    python = os.environ.get("PYTHON", sys.executable)
+    workdir = benchlib.make_workdir("steady")
+    counter = build_counter(workdir)
+    steps = (long_ - short) * WAYS_PER_ITERATION
+    print("bench steady: driver calls per warm step, counted inside the driver (CUPTI), "
+          "and device memory at the end")
+    print(f"librecap: {lib}; python: {python}; lengths {short} and {long_} iterations "
+          f"({steps} steps between them)")
+    columns = list(CLASSES) + ["all"]
+    header = f"{'program':<10} {'way':<6}" + "".join(f"{c:>12}" for c in columns) + \
+        f"{'device MiB':>12}"
+    print(header)
+    print("-" * len(header))
+    for program in programs:
+        used = {}
+        for way_lib in (None, lib):
+            way = "recap" if way_lib else "plain"
+            a = run_once(python, program, short, way_lib, counter, workdir)
+            b = run_once(python, program, long_, way_lib, counter, workdir)
+            if a is None or b is None:
+                print(f"{program:<10} SKIP (package or GPU missing)")
+                break
+            per_step = {c: (b[0][c] - a[0][c]) / steps for c in columns}
+            used[way] = b[1]
+            print(f"{program:<10} {way:<6}" + "".join(f"{per_step[c]:>12.2f}" for c in columns) +
+                  f"{b[1] if b[1] is not None else '-':>12}")
+            if way_lib:
+                totals = benchlib.end_totals(b[2])
+                budget = int(totals.get("budget_bytes", 0)) >> 20
+                peak = int(totals.get("kept_bytes_peak", 0)) >> 20
+                if used.get("plain") is not None and used.get("recap") is not None:
+                    more = used["recap"] - used["plain"]
+                    print(f"{'':<10} recap - plain: {more} MiB at the end; recap's budget "
+                          f"{budget} MiB, its cache's peak {peak} MiB: "
+                          f"{'within' if more <= budget else 'OVER'} the budget")
+        sys.stdout.flush()
+    return 0
