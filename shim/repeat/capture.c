@@ -818,6 +818,7 @@ static CUresult begin_capture(enum drv_id id, CUstream stream, CUstreamCaptureMo
         cap->target = target;
         cap->path = PATH_RECAPTURE;
         cap->reason[0] = '\0';
+        target->recapture_unfinished = 1;
         r = drv_caps.recapture_begin(s.real, mode, graph_rec_graph(target), recapture_callback, cap);
         if (r == CUDA_SUCCESS) {
             cap->app_capture_id = capture_driver_id(cap);

@@ -166,6 +166,7 @@ struct graph_rec *capture_account_graph(struct capture *cap, CUgraph graph, long
 void capture_account_recapture(struct capture *cap)
 {
     struct graph_rec *rec = cap->target;
+    rec->recapture_unfinished = 0;
     /* A driver recapture's calls may have other kernels (eligible, so
      * reported as changed nodes): its journal says which. A capture recap
      * recorded matched the signature. */

@@ -392,7 +392,7 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
                      ? "device-launchable graphs are not reused"
                  : closed ? "reuse stopped at this site until its back-off elapses"
                                            : "site mode does not reuse executable graphs");
-    } else {
+    } else if (!reason[0]) {
         snprintf(reason, sizeof reason, "no released executable graph of this shape and flags");
     }
 

@@ -76,6 +76,16 @@ void cache_map_del(struct kind_state *ks, const void *handle)
 
 /* --- destroying what recap owns ------------------------------------------------ */
 
+/* A graph an executable graph record keeps alive (source_owned). */
+struct exec_source {
+    CUgraph graph;
+    uint64_t serial;
+};
+static int graph_kept_for_execs_locked(const struct graph_rec *g);
+static int graph_kept_for_execs(const struct graph_rec *g);
+static struct exec_source exec_owned_source(const struct exec_rec *e);
+static void exec_source_let_go(struct site *site, struct exec_source owned);
+
 void cache_entry_free(struct cache_entry *e)
 {
     if (e->kind == CACHE_GRAPHS) {
@@ -91,29 +101,39 @@ void cache_entry_free(struct cache_entry *e)
 /* Destroys the object of an entry recap owns and frees the entry; a failure
  * is logged, there is nothing else to do about it. References to user
  * objects recap took for an executable graph go back after its last launch
- * (at once with `wait`). Never under cache_lock. */
-static void entry_destroy_waiting(struct cache_entry *e, int wait)
+ * (at once with `wait`). A graph lives on for the executable graphs
+ * instantiated from it unless it is `undefined` (a recapture into it
+ * failed or was given up). Never under cache_lock. */
+static void entry_destroy_waiting(struct cache_entry *e, int wait, int undefined)
 {
     enum cache_kind k = e->kind;
-    if (k == CACHE_EXECS)
+    struct exec_source owned = { NULL, 0 };
+    if (k == CACHE_EXECS) {
         uobj_exec_gone((CUgraphExec)e->handle, wait);
+        owned = exec_owned_source((struct exec_rec *)e);
+    }
     /* The recording first: while it is listed as stale, a flush on
      * another thread (self_record_flush_all) may write its nodes, which
      * must not be gone yet. Freeing it unlists it under the stale lock,
      * after any flush under way. */
     if (k == CACHE_GRAPHS)
         cache_graph_set_recording((struct graph_rec *)e, NULL, 0);
+    if (k == CACHE_GRAPHS && !undefined && graph_kept_for_execs((struct graph_rec *)e)) {
+        cache_entry_free(e);
+        return;
+    }
     CUresult r = k == CACHE_GRAPHS ? DRV_REAL(cuGraphDestroy)((CUgraph)e->handle)
                                    : DRV_REAL(cuGraphExecDestroy)((CUgraphExec)e->handle);
     if (r != CUDA_SUCCESS)
         event_release_failed(e->site, k == CACHE_GRAPHS ? "cuGraphDestroy" : "cuGraphExecDestroy",
                              r, "the object may stay allocated");
+    exec_source_let_go(e->site, owned);
     cache_entry_free(e);
 }
 
 void cache_entry_destroy(struct cache_entry *e)
 {
-    entry_destroy_waiting(e, 0);
+    entry_destroy_waiting(e, 0, 0);
 }
 
 
@@ -226,13 +246,19 @@ static void unlink_released(struct cache_entry *e)
 }
 
 /* Takes a released entry out of the map for destruction after unlock. */
-static void evict(struct cache_entry *e, struct evictions *ev)
+static void unlink_for_destruction(struct cache_entry *e, struct evictions *ev)
 {
     unlink_released(e);
     cache_map_del(&kinds[e->kind], e->handle);
-    e->site->cache.evicted++;
     e->lru_newer = ev->first;
     ev->first = e;
+}
+
+/* The same, for room: counted as evicted. */
+static void evict(struct cache_entry *e, struct evictions *ev)
+{
+    unlink_for_destruction(e, ev);
+    e->site->cache.evicted++;
 }
 
 /* How many released objects of a kind a site keeps: what the user set, or
@@ -375,13 +401,15 @@ void cache_entry_hand_out(struct cache_entry *e)
 }
 
 /* Forgets a TAKEN or HELD entry and destroys its object, once. */
-void cache_entry_discard(enum cache_kind k, struct cache_entry *e)
+void cache_entry_discard(enum cache_kind k, struct cache_entry *e, int undefined)
 {
     pthread_mutex_lock(&cache_lock);
     if (hmap_get(&kinds[k].by_handle, e->handle) == e)
         cache_map_del(&kinds[k], e->handle);
     pthread_mutex_unlock(&cache_lock);
-    cache_entry_destroy(e);
+    if (undefined)
+        cache_drop_execs_of((const struct graph_rec *)e);
+    entry_destroy_waiting(e, 0, undefined);
 }
 
 
@@ -463,8 +491,18 @@ CUresult cache_entry_on_destroy(enum cache_kind k, const void *handle,
             over_budget = e->site;
             budget = budget_now();
         }
-    } else {
+    }
+    /* Not kept: a graph may still live on for an executable graph
+     * instantiated from it, and an executable graph may take the graph
+     * it kept alive with it. */
+    int outlives = 0;
+    struct exec_source owned = { NULL, 0 };
+    if (!kept) {
         cache_map_del(ks, handle);
+        if (k == CACHE_GRAPHS && rule->outlives_execs)
+            outlives = graph_kept_for_execs_locked((struct graph_rec *)e);
+        else
+            owned = exec_owned_source((struct exec_rec *)e);
     }
     pthread_mutex_unlock(&cache_lock);
 
@@ -474,8 +512,13 @@ CUresult cache_entry_on_destroy(enum cache_kind k, const void *handle,
             site_over_budget(over_budget, ks->noun, bytes, budget);
         return CUDA_SUCCESS;
     }
+    struct site *site = e->site;
     cache_entry_free(e);
-    return real(handle);
+    if (outlives)
+        return CUDA_SUCCESS;
+    CUresult r = real(handle);
+    exec_source_let_go(site, owned);
+    return r;
 }
 
 /* A TAKEN entry recap did not hand out goes back to its site's released
@@ -542,6 +585,7 @@ struct exec_want {
 };
 
 static struct graph_rec *graph_of_serial_locked(CUgraph graph, uint64_t serial);
+static CUgraph exec_source_graph_locked(const struct exec_rec *e);
 
 /* Which graph's nodes the driver's setters take after a whole update,
  * learnt from the program's own setters on executable graphs recap
@@ -571,7 +615,7 @@ static int exec_suits(const struct cache_entry *e, const void *want)
      * node the driver takes (called under cache_lock). */
     if (rec->source_serial != w->prefer_serial && w->source_must_live &&
         __atomic_load_n(&exec_nodes_reading, __ATOMIC_RELAXED) != EXEC_NODES_UPDATED &&
-        !graph_of_serial_locked(rec->source_graph, rec->source_serial))
+        !exec_source_graph_locked(rec))
         return 0;
     if (rec->source_serial != w->prefer_serial)
         return 1;
@@ -598,7 +642,7 @@ void cache_exec_give_back(struct exec_rec *rec)
 
 void cache_exec_discard(struct exec_rec *rec)
 {
-    cache_entry_discard(CACHE_EXECS, &rec->entry);
+    cache_entry_discard(CACHE_EXECS, &rec->entry, 0);
 }
 
 static enum keep_answer exec_worth_keeping(const struct cache_entry *e)
@@ -609,7 +653,7 @@ static enum keep_answer exec_worth_keeping(const struct cache_entry *e)
     return m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE ? KEEP_YES : KEEP_NO;
 }
 
-static const struct keep_rule exec_keep_rule = { exec_worth_keeping, NULL };
+static const struct keep_rule exec_keep_rule = { exec_worth_keeping, NULL, 0 };
 
 static CUresult exec_destroy_real(const void *handle)
 {
@@ -631,6 +675,103 @@ static struct graph_rec *graph_of_serial_locked(CUgraph graph, uint64_t serial)
 {
     struct graph_rec *g = graph ? hmap_get(&kinds[CACHE_GRAPHS].by_handle, graph) : NULL;
     return g && g->serial == serial ? g : NULL;
+}
+
+/* --- a graph outlives the executable graphs instantiated from it -------------------- */
+
+/* The driver knows an executable graph's nodes, for the program's node
+ * setters, by the graph it was instantiated from, and by no graph once
+ * that one is destroyed (tests/gpu/probe_exec_nodes_after_update.c). recap
+ * hands the program executable graphs brought up to the program's graph
+ * from another, and translates the program's nodes into that other
+ * graph's (cache_exec_source_node): so that graph must live as long as
+ * any executable graph instantiated from it. Where the program or the
+ * cache lets such a graph go, the first such executable graph's record
+ * keeps it (source_owned); when that one goes, another of the same graph
+ * takes it over, else it is destroyed. */
+
+/* Which of the executable graphs instantiated from a graph to find. */
+enum source_filter { SOURCE_ANY, SOURCE_RELEASED, SOURCE_OWNER };
+
+/* A tracked executable graph instantiated from graph `serial` (any; one
+ * released; the one that keeps the graph alive), or NULL. Caller holds
+ * cache_lock. */
+static struct exec_rec *exec_of_source_locked(uint64_t serial, enum source_filter filter)
+{
+    const struct hmap *m = &kinds[CACHE_EXECS].by_handle;
+    for (size_t i = 0; i < m->cap; i++) {
+        struct exec_rec *x = m->slots[i].value;
+        if (m->slots[i].key && x->source_serial == serial &&
+            (filter == SOURCE_ANY || (filter == SOURCE_RELEASED && x->entry.state == CACHE_RELEASED) ||
+             (filter == SOURCE_OWNER && x->source_owned)))
+            return x;
+    }
+    return NULL;
+}
+
+void cache_drop_execs_of(const struct graph_rec *g)
+{
+    struct evictions ev = { NULL };
+    struct exec_rec *x;
+    pthread_mutex_lock(&cache_lock);
+    while ((x = exec_of_source_locked(g->serial, SOURCE_RELEASED)))
+        unlink_for_destruction(&x->entry, &ev);
+    pthread_mutex_unlock(&cache_lock);
+    cache_destroy_evicted(&ev);
+}
+
+/* A graph that is no longer the program's or the cache's: 1 if an
+ * executable graph's record keeps it now (not to be destroyed). Caller
+ * holds cache_lock. */
+static int graph_kept_for_execs_locked(const struct graph_rec *g)
+{
+    struct exec_rec *x = exec_of_source_locked(g->serial, SOURCE_ANY);
+    if (x)
+        x->source_owned = 1;
+    return x != NULL;
+}
+
+static int graph_kept_for_execs(const struct graph_rec *g)
+{
+    pthread_mutex_lock(&cache_lock);
+    int kept = graph_kept_for_execs_locked(g);
+    pthread_mutex_unlock(&cache_lock);
+    return kept;
+}
+
+/* The graph an executable graph's record keeps alive, if any (read under
+ * cache_lock, or once the record left the map: nothing sets it then). */
+static struct exec_source exec_owned_source(const struct exec_rec *e)
+{
+    return e->source_owned ? (struct exec_source){ e->source_graph, e->source_serial }
+                           : (struct exec_source){ NULL, 0 };
+}
+
+/* The executable graph that kept `owned` alive is gone: another of the
+ * same graph keeps it, or it is destroyed. Never under cache_lock. */
+static void exec_source_let_go(struct site *site, struct exec_source owned)
+{
+    if (!owned.graph)
+        return;
+    pthread_mutex_lock(&cache_lock);
+    struct exec_rec *x = exec_of_source_locked(owned.serial, SOURCE_ANY);
+    if (x)
+        x->source_owned = 1;
+    pthread_mutex_unlock(&cache_lock);
+    CUresult r = x ? CUDA_SUCCESS : DRV_REAL(cuGraphDestroy)(owned.graph);
+    if (r != CUDA_SUCCESS)
+        event_release_failed(site, "cuGraphDestroy", r, "the graph may stay allocated");
+}
+
+/* The graph an executable graph was instantiated from, while it lives (in
+ * the program's hands, the cache's, or kept for it or for another
+ * executable graph of it). Caller holds cache_lock. */
+static CUgraph exec_source_graph_locked(const struct exec_rec *e)
+{
+    return e->source_owned || graph_of_serial_locked(e->source_graph, e->source_serial) ||
+                   exec_of_source_locked(e->source_serial, SOURCE_OWNER)
+               ? e->source_graph
+               : NULL;
 }
 
 /* The graph's nodes in the driver's order (malloc'd), or NULL. */
@@ -699,12 +840,12 @@ int cache_exec_source_node(CUgraphExec exec, CUgraphNode node, CUgraphNode *out)
      * driver calls are reads of structure, which recap never changes. */
     pthread_mutex_lock(&cache_lock);
     struct exec_rec *e = hmap_get(&kinds[CACHE_EXECS].by_handle, exec);
-    struct graph_rec *source = e ? graph_of_serial_locked(e->source_graph, e->source_serial) : NULL;
+    CUgraph source = e ? exec_source_graph_locked(e) : NULL;
     struct graph_rec *synced = e ? graph_of_serial_locked(e->synced_graph, e->synced_serial) : NULL;
-    if (source && synced && source != synced) {
+    if (source && synced && e->source_serial != e->synced_serial) {
         size_t nsource, nsynced;
         CUgraphNode *from = graph_nodes(graph_rec_graph(synced), &nsynced);
-        CUgraphNode *to = from ? graph_nodes(graph_rec_graph(source), &nsource) : NULL;
+        CUgraphNode *to = from ? graph_nodes(source, &nsource) : NULL;
         /* Topologically identical (the update took it): the same place. */
         long i = to && nsource == nsynced ? node_index(from, nsynced, node) : -1;
         if (i >= 0) {
@@ -715,15 +856,18 @@ int cache_exec_source_node(CUgraphExec exec, CUgraphNode node, CUgraphNode *out)
         free(from);
         free(to);
     }
-    /* The one case recap cannot mend (docs/decisions.md, round 29): the
-     * graph the driver knows the executable graph by is gone. */
+    /* The graph the driver knows the executable graph by is gone: not
+     * while recap keeps it for its executable graphs (above), but recap
+     * forgets its records where the program's CUDA objects go without a
+     * destroy (cache_forget_held), and the log must say what failed. */
     const struct site *lost = e && e->source_serial != e->synced_serial && !source && synced
                                   ? e->entry.site : NULL;
     pthread_mutex_unlock(&cache_lock);
     if (lost)
         event_warning(lost, "the program set a node of an executable graph that recap had brought "
-                            "up to its graph from another graph, now destroyed; the driver takes "
-                            "only that graph's nodes and refused the call. recap reuses this "
+                            "up to its graph from another graph, which recap no longer holds; the "
+                            "driver takes only that graph's nodes and refused the call. recap "
+                            "reuses this "
                             "site's executable graphs only while their own graph lives from now "
                             "on; RECAP_MODE=observe (or mode = observe for the site) avoids it");
     return found;
@@ -800,7 +944,7 @@ int cache_release_all(void)
         next = e->lru_newer;
         /* Memory is short, or a library waits for its user objects: give
          * the references back now. */
-        entry_destroy_waiting(e, 1);
+        entry_destroy_waiting(e, 1, 0);
     }
     uobj_settle_all();
     return n;

@@ -121,6 +121,10 @@ struct graph_rec {
     /* A copy of a graph the program keeps (shim/repeat/graph_copy.h): handed to a
      * program that keeps its graphs, it is not recorded into again. */
     int copied;
+    /* A driver recapture into it began and has not ended well: the graph
+     * is undefined if it never does (set and cleared by its capture, which
+     * holds it TAKEN). */
+    int recapture_unfinished;
     unsigned long version;         /* successful recaptures into it so far */
     /* What the last successful recapture changed, relative to version - 1.
      * changes_known is 0 unless every change was reported eligible. */
@@ -148,6 +152,11 @@ struct exec_rec {
     unsigned long synced_version;
     unsigned long synced_epoch;    /* graph-edit epoch at that time */
     int mutated;                   /* the program changed it itself */
+    /* The graph it was instantiated from is gone for the program and the
+     * cache, and this record keeps it alive (source_graph): the driver
+     * knows an executable graph's nodes by that graph's (cache.c, "a
+     * graph outlives its executable graphs"). Under cache_lock. */
+    int source_owned;
 };
 
 static inline CUgraph graph_rec_graph(const struct graph_rec *rec)
@@ -244,11 +253,15 @@ int cache_graph_pin_held_kinds(struct site *site, unsigned long epoch, struct gr
 struct graph_rec *cache_graph_unpin_held(struct graph_rec *held, CUgraph copy,
                                          struct journal *recording, unsigned long epoch);
 
-/* Forgets a TAKEN or HELD graph and destroys it, once. */
+/* Forgets a TAKEN or HELD graph and destroys it, once. A graph a driver
+ * recapture left undefined (recapture_unfinished) takes the released
+ * executable graphs instantiated from it along: they could no longer be
+ * brought up to another graph whose nodes a program's setter names. */
 void cache_graph_discard(struct graph_rec *rec);
 
 /* Forgets a TAKEN graph without destroying it: a driver capture goes on in
- * it, whose end hands it to the program as a new graph. */
+ * it, whose end hands it to the program as a new graph. The released
+ * executable graphs instantiated from it go, as with an undefined one. */
 void cache_graph_forget(struct graph_rec *rec);
 
 /* Gives a recaptured graph the capture's change list (*changed: n of

@@ -363,11 +363,12 @@ struct graph_rec *cache_graph_unpin_held(struct graph_rec *held, CUgraph copy,
 
 void cache_graph_discard(struct graph_rec *rec)
 {
-    cache_entry_discard(CACHE_GRAPHS, &rec->entry);
+    cache_entry_discard(CACHE_GRAPHS, &rec->entry, rec->recapture_unfinished);
 }
 
 void cache_graph_forget(struct graph_rec *rec)
 {
+    cache_drop_execs_of(rec);
     pthread_mutex_lock(&cache_lock);
     if (hmap_get(&kinds[CACHE_GRAPHS].by_handle, rec->entry.handle) == &rec->entry)
         cache_map_del(&kinds[CACHE_GRAPHS], rec->entry.handle);
@@ -463,8 +464,10 @@ unsigned long cache_graph_edit_epoch(void)
     return __atomic_load_n(&graph_edit_epoch, __ATOMIC_RELAXED);
 }
 
-static const struct keep_rule graph_keep_rule = { graph_may_be_kept, graph_unchanged };
-static const struct keep_rule graph_with_user_objects_rule = { never_keep, NULL };
+static const struct keep_rule graph_keep_rule = { graph_may_be_kept, graph_unchanged, 1 };
+/* Its user objects go with the program's destroy: recap neither keeps it
+ * nor lets it live on for its executable graphs. */
+static const struct keep_rule graph_with_user_objects_rule = { never_keep, NULL, 0 };
 
 CUresult cache_on_graph_destroy(enum drv_id id, CUgraph graph)
 {

@@ -38,6 +38,9 @@ enum keep_answer { KEEP_NO, KEEP_YES, KEEP_ASK };
 struct keep_rule {
     enum keep_answer (*first)(const struct cache_entry *);
     int (*driver)(const struct cache_entry *);   /* for KEEP_ASK; may query the driver */
+    /* A graph not kept may live on for the executable graphs instantiated
+     * from it (cache.c); not one whose user objects must go with it. */
+    int outlives_execs;
 };
 
 /* cache_lock guards both kinds' maps, the released lists and counts, every
@@ -59,6 +62,12 @@ void cache_entry_free(struct cache_entry *e);
 void cache_entry_destroy(struct cache_entry *e);
 /* Destroys what an eviction chained, after cache_lock is dropped. */
 void cache_destroy_evicted(struct evictions *ev);
+/* A graph whose nodes are no longer those its executable graphs were
+ * instantiated from (a failed recapture left it undefined; a capture goes
+ * on in it as a new graph): the released executable graphs instantiated
+ * from it go (one the program holds runs on as it is). Never under
+ * cache_lock. */
+void cache_drop_execs_of(const struct graph_rec *g);
 /* A destroyed entry joins the released lists (under cache_lock); what the
  * site's capacity or the budget pushes out is chained in *ev. */
 void cache_push_released(struct cache_entry *e, struct evictions *ev);
@@ -77,8 +86,10 @@ struct cache_entry *cache_entry_take(enum cache_kind k, struct site *site,
                                      const void *want);
 /* A TAKEN entry goes to the program (HELD). */
 void cache_entry_hand_out(struct cache_entry *e);
-/* Forgets a TAKEN or HELD entry and destroys its object, once. */
-void cache_entry_discard(enum cache_kind k, struct cache_entry *e);
+/* Forgets a TAKEN or HELD entry and destroys its object, once; a graph
+ * `undefined` by a failed recapture never lives on for its executable
+ * graphs, and takes the released ones along. */
+void cache_entry_discard(enum cache_kind k, struct cache_entry *e, int undefined);
 /* A TAKEN entry recap did not hand out goes back to its site's released
  * ones, in the place its last release gave it; destroyed where the site
  * keeps nothing now. */

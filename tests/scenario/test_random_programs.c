@@ -48,14 +48,9 @@ static void random_spec(struct run_spec *spec, unsigned seed, const char *versio
     run_setenv(spec, "SCENARIO_STATS", "%s", stats);
     run_setenv(spec, "SCENARIO_DRAIN", "1");
     /* The programs set nodes of their executable graphs now and then, the
-     * first time at any step. Where the driver takes only the nodes of
-     * the graph an executable graph was instantiated from (the
-     * documented reading, the stand-in's default), recap gets that right
-     * from the site's first setter on (scenario exec_node_set), but not
-     * for a first setter on an executable graph it reused from a graph
-     * gone by then (docs/decisions.md, round 29): these programs run
-     * against the other reading. */
-    run_setenv(spec, "STANDIN_EXEC_NODES", "updated");
+     * first time at any step, against the stand-in's default reading of
+     * such setters: the driver's (the nodes of the graph an executable
+     * graph was instantiated from; tests/standin/READINGS.md). */
     const char *async = getenv("STANDIN_ASYNC");
     run_setenv(spec, "STANDIN_ASYNC", "%s", async && *async ? async : "0");
     run_forward_env(spec, "SCENARIO_KERNELS");
