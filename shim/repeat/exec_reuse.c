@@ -375,6 +375,10 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
         e = NULL;
         snprintf(reason, sizeof reason, "no released executable graph instantiated from this "
                                         "graph, which recap records");
+        /* It had one: the site keeps fewer than the graphs it records
+         * into in turn, and each would push the other's out. */
+        if (g->own_exec_made)
+            cache_site_keep_another_exec(site);
     }
     PHASE_MARK(PHASE_INST_TAKE_EXEC, t_held, t_taken);
     if (e) {
@@ -446,8 +450,10 @@ CUresult exec_on_instantiate(const struct inst_request *rq)
             unsigned long long bytes = cache_probe_end(&probe, site, g->nodes);
             struct exec_rec *rec = cache_exec_track(*rq->ph_exec, site, flags, g->shape, g->nodes,
                                                     graph_rec_graph(g), g->serial, bytes);
-            if (rec)
+            if (rec) {
                 note_synced(rec, g);
+                g->own_exec_made = 1;
+            }
         }
     }
     PHASE_MARK(PHASE_INST_HAND_OUT, t_adopted, t_handed_out);

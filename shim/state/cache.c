@@ -263,11 +263,12 @@ static void evict(struct cache_entry *e, struct evictions *ev)
 
 /* How many released objects of a kind a site keeps: what the user set, or
  * its working set. */
-static int site_capacity(const struct site *site)
+static int site_capacity(const struct site *site, enum cache_kind k)
 {
     if (site->policy.max_graphs > 0)
         return site->policy.max_graphs;
-    return site->working_set > 0 ? site->working_set : 1;
+    int n = site->working_set > 0 ? site->working_set : 1;
+    return k == CACHE_EXECS ? n + site->execs_beyond_working_set : n;
 }
 
 /* Links a released entry into a list ordered by released_order, newest
@@ -308,7 +309,7 @@ static void push_released_in_order(struct cache_entry *e, struct evictions *ev)
     site->n_released[k]++;
     site->cache.kept++;
 
-    int capacity = site_capacity(site);
+    int capacity = site_capacity(site, k);
     while (site->n_released[k] > capacity)
         evict(site->released_oldest[k], ev);
     unsigned long long budget = budget_now();
@@ -499,10 +500,10 @@ CUresult cache_entry_on_destroy(enum cache_kind k, const void *handle,
     struct exec_source owned = { NULL, 0 };
     if (!kept) {
         cache_map_del(ks, handle);
-        if (k == CACHE_GRAPHS && rule->outlives_execs)
-            outlives = graph_kept_for_execs_locked((struct graph_rec *)e);
-        else
+        if (k == CACHE_EXECS)
             owned = exec_owned_source((struct exec_rec *)e);
+        else if (rule->outlives_execs)
+            outlives = graph_kept_for_execs_locked((struct graph_rec *)e);
     }
     pthread_mutex_unlock(&cache_lock);
 
@@ -628,6 +629,14 @@ struct exec_rec *cache_take_exec(struct site *site, unsigned long long flags, ui
     struct exec_want want = { flags, shape, prefer_serial,
                               __atomic_load_n(&site->sets_exec_nodes, __ATOMIC_RELAXED) };
     return (struct exec_rec *)cache_entry_take(CACHE_EXECS, site, exec_suits, &want);
+}
+
+void cache_site_keep_another_exec(struct site *site)
+{
+    pthread_mutex_lock(&cache_lock);
+    if (site->working_set + site->execs_beyond_working_set < CACHE_SITE_MAX_KEPT)
+        site->execs_beyond_working_set++;
+    pthread_mutex_unlock(&cache_lock);
 }
 
 void cache_exec_hand_out(struct exec_rec *rec)

@@ -125,6 +125,11 @@ struct graph_rec {
      * is undefined if it never does (set and cleared by its capture, which
      * holds it TAKEN). */
     int recapture_unfinished;
+    /* recap instantiated an executable graph of its own from it (at a
+     * site that reuses them): finding none later means the site keeps
+     * too few (exec_reuse.c). Written by instantiations of the graph,
+     * which the program makes one at a time. */
+    int own_exec_made;
     unsigned long version;         /* successful recaptures into it so far */
     /* What the last successful recapture changed, relative to version - 1.
      * changes_known is 0 unless every change was reported eligible. */
@@ -289,6 +294,10 @@ struct exec_rec *cache_take_exec(struct site *site, unsigned long long flags, ui
                                  uint64_t prefer_serial);
 
 void cache_exec_hand_out(struct exec_rec *rec);
+
+/* The site keeps one more executable graph than its working set asks
+ * (up to CACHE_SITE_MAX_KEPT in all). */
+void cache_site_keep_another_exec(struct site *site);
 /* A TAKEN executable graph not used after all goes back to its site. */
 void cache_exec_give_back(struct exec_rec *rec);
 void cache_exec_discard(struct exec_rec *rec);

@@ -130,6 +130,11 @@ struct site {
     unsigned long fallback_other;       /* fallbacks of further reasons */
     /* --- under cache_lock (cache.c) --- */
     int working_set;                    /* predict_working_set(&shapes), as told */
+    /* Executable graphs kept beyond the working set: one more each time a
+     * graph recap records into was found without the executable graph
+     * made for it (recap records into several graphs in turn: the
+     * program destroys its graphs late). */
+    int execs_beyond_working_set;
     int cache_closed;                   /* the gate is closed: keep nothing */
     int n_released[SITES_RELEASED_KINDS]; /* per enum cache_kind */
     struct cache_entry *released_newest[SITES_RELEASED_KINDS];

@@ -495,14 +495,12 @@ Test(scenario, the_programs_own_node_setters_reach_a_reused_executable_graph)
                      c.env[0], o.recap.out);
         /* Each executable graph's own graph lives as long as it does
          * (recap keeps it where the program destroyed it), so executable
-         * graphs are reused at a site that sets nodes too. Not where the
-         * program destroys each graph a step late at 13.0 with
-         * self-recording on: recap then records into two graphs in turn,
-         * gives each an executable graph of its own, and keeps one. */
-        int rotates = i == 4;
-        if (!rotates)
-            cr_expect_geq(run_log_total(o.log, "reused"), 10, "%s at %s, %s: %ld reused", c.name,
-                          c.driver, c.env[0], run_log_total(o.log, "reused"));
+         * graphs are reused at a site that sets nodes too. Where the
+         * program destroys each graph a step late (13.0, self-recording
+         * on), recap records into two graphs in turn and learns, in two
+         * instantiations, to keep an executable graph for each. */
+        cr_expect_geq(run_log_total(o.log, "reused"), 9, "%s at %s, %s: %ld reused", c.name,
+                      c.driver, c.env[0], run_log_total(o.log, "reused"));
         sc_done(&o);
     }
 }
