@@ -657,7 +657,8 @@ void cache_exec_discard(struct exec_rec *rec)
 static enum keep_answer exec_worth_keeping(const struct cache_entry *e)
 {
     enum recap_mode m = e->site->policy.mode;
-    if (__atomic_load_n(&e->site->no_exec_reuse, __ATOMIC_RELAXED))
+    if (__atomic_load_n(&e->site->no_exec_reuse, __ATOMIC_RELAXED) ||
+        ((const struct exec_rec *)e)->source_lost)
         return KEEP_NO;
     return m == RECAP_MODE_AUTO || m == RECAP_MODE_UPDATE ? KEEP_YES : KEEP_NO;
 }
@@ -723,6 +724,12 @@ void cache_drop_execs_of(const struct graph_rec *g)
     struct evictions ev = { NULL };
     struct exec_rec *x;
     pthread_mutex_lock(&cache_lock);
+    const struct hmap *m = &kinds[CACHE_EXECS].by_handle;
+    for (size_t i = 0; i < m->cap; i++) {
+        x = m->slots[i].value;
+        if (m->slots[i].key && x->source_serial == g->serial)
+            x->source_lost = 1;     /* one the program holds is not kept when it goes */
+    }
     while ((x = exec_of_source_locked(g->serial, SOURCE_RELEASED)))
         unlink_for_destruction(&x->entry, &ev);
     pthread_mutex_unlock(&cache_lock);

@@ -162,6 +162,10 @@ struct exec_rec {
      * knows an executable graph's nodes by that graph's (cache.c, "a
      * graph outlives its executable graphs"). Under cache_lock. */
     int source_owned;
+    /* That graph was left undefined or became another (cache_drop_execs_of):
+     * the program's node setters can no longer be translated, so it is not
+     * kept for reuse when the program destroys it. Under cache_lock. */
+    int source_lost;
 };
 
 static inline CUgraph graph_rec_graph(const struct graph_rec *rec)

@@ -65,8 +65,8 @@ void cache_destroy_evicted(struct evictions *ev);
 /* A graph whose nodes are no longer those its executable graphs were
  * instantiated from (a failed recapture left it undefined; a capture goes
  * on in it as a new graph): the released executable graphs instantiated
- * from it go (one the program holds runs on as it is). Never under
- * cache_lock. */
+ * from it go; one the program holds runs on as it is and goes at its
+ * destroy. Never under cache_lock. */
 void cache_drop_execs_of(const struct graph_rec *g);
 /* A destroyed entry joins the released lists (under cache_lock); what the
  * site's capacity or the budget pushes out is chained in *ev. */

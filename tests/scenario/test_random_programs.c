@@ -157,3 +157,14 @@ Test(random_programs, behave_as_without_recap_on_threads_at_once)
         random_compare(seed, "13030", "", three);
     }
 }
+
+/* Seeds beyond the ranges above that once told recap apart from the
+ * driver, each with what it found. */
+Test(random_programs, seeds_that_found_faults)
+{
+    /* An executable graph the program held while a recapture into the
+     * graph it was instantiated from failed, then released, reused for
+     * another graph and handed a node setter (round 30). */
+    static const char *const two[] = { "SCENARIO_THREADS=2", NULL };
+    random_compare(628, "13030", "", two);
+}
