@@ -14,7 +14,9 @@ Each program runs plain and under recap at two lengths; the difference
 between the lengths, divided by the steps between them, is what a warm step
 costs at the driver: allocations, frees, pinned host memory, capture
 begins, instantiations, whole updates, per-node setters, launches, and all
-driver calls. Device memory is NVML's "used" for the whole card at the end
+driver calls; then the sizes of the device allocations that still reached
+the driver per step, and under recap what its kept memory did (the log's
+end event, with its reasons for memory not kept). Device memory is NVML's "used" for the whole card at the end
 of the longer run's loop (not cuMemGetInfo, which recap answers); the
 column recap - plain is set against recap's cache budget, from its log.
 
@@ -118,17 +120,40 @@ def run_once(python, program, iterations, lib, counter, workdir):
     if done.returncode != 0:
         raise benchlib.BenchError(f"{tag} exited {done.returncode}\n"
                                   f"{done.stdout[-1500:]}{done.stderr[-1500:]}")
-    counts = {}
+    counts, sizes = {}, {}
     try:
         with open(calls, encoding="utf-8") as f:
             for line in f:
                 name, n = line.split()
-                counts[name] = int(n)
+                if name.startswith("size:"):
+                    sizes[int(name[5:])] = int(n)
+                else:
+                    counts[name] = int(n)
     except OSError as e:
         raise benchlib.BenchError(f"{tag}: the driver-call counter wrote nothing ({e}); "
                                   f"stderr: {done.stderr[-800:]}")
     result = benchlib.results(done.stdout)[0]
-    return classify(counts), result.get("device_used_mib"), log
+    return classify(counts), result.get("device_used_mib"), log, sizes
+
+
+def kept_memory_line(log):
+    """What recap's kept memory did, summed over the sites of its log's
+    end event, with the reasons it gave for memory it did not keep."""
+    tracked = kept = reused = not_kept = 0
+    reasons = set()
+    for event in benchlib.log_events(log, "end"):
+        tracked = kept = reused = not_kept = 0
+        reasons = set()
+        for site in event.get("sites") or []:
+            tracked += int(site.get("memory_tracked", 0))
+            kept += int(site.get("memory_kept", 0))
+            reused += int(site.get("memory_reused", 0))
+            not_kept += int(site.get("memory_not_kept", 0))
+            if site.get("memory_not_kept_reason"):
+                reasons.add(site["memory_not_kept_reason"])
+    why = f" ({'; '.join(sorted(reasons))})" if reasons else ""
+    return (f"recap's kept memory: {tracked} block(s) tracked, {kept} kept, {reused} handed "
+            f"back, {not_kept} not kept{why}")
 
 
 def main(argv):
@@ -177,7 +202,13 @@ def main(argv):
             used[way] = b[1]
             print(f"{program:<10} {way:<6}" + "".join(f"{per_step[c]:>12.2f}" for c in columns) +
                   f"{b[1] if b[1] is not None else '-':>12}")
+            grew = {size: (n - a[3].get(size, 0)) / steps for size, n in b[3].items()
+                    if n > a[3].get(size, 0)}
+            if grew:
+                print(f"{'':<10} cuMemAlloc sizes per step: " + ", ".join(
+                    f"{size} B x{n:.2f}" for size, n in sorted(grew.items())))
             if way_lib:
+                print(f"{'':<10} {kept_memory_line(b[2])}")
                 totals = benchlib.end_totals(b[2])
                 budget = int(totals.get("budget_bytes", 0)) >> 20
                 peak = int(totals.get("kept_bytes_peak", 0)) >> 20

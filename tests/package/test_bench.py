@@ -113,6 +113,22 @@ class Bench(unittest.TestCase):
         self.assertEqual((got['update'], got['instantiate'], got['launch']), (32, 64, 0))
         self.assertEqual(got['all'], 255)
 
+    def test_steady_reads_kept_memory_from_the_last_end_event(self):
+        import json
+        import tempfile
+        with tempfile.NamedTemporaryFile('w', suffix='.jsonl', delete=False) as f:
+            f.write(json.dumps({'event': 'end', 'sites': [{'memory_tracked': 9}]}) + '\n')
+            f.write(json.dumps({'event': 'end', 'sites': [
+                {'memory_tracked': 3, 'memory_kept': 2, 'memory_reused': 40, 'memory_not_kept': 1,
+                 'memory_not_kept_reason': 'over the budget'},
+                {'memory_tracked': 1, 'memory_kept': 1, 'memory_reused': 2}]}) + '\n')
+        try:
+            self.assertEqual(steady.kept_memory_line(f.name),
+                             "recap's kept memory: 4 block(s) tracked, 3 kept, 42 handed back, "
+                             "1 not kept (over the budget)")
+        finally:
+            os.unlink(f.name)
+
     def test_steady_bad_usage(self):
         r = bench('steady', '--programs', 'torch,llama')
         self.assertEqual(r.returncode, 2)
