@@ -54,6 +54,7 @@ Log schema (JSON Lines, one object per line, "event" first, then "pid"):
                more kinds than that), shapes_counted (captures whose kind recap
                knew; observed captures are not); optional: fallback_reasons
                (object: reason text -> exact count of the site's fallbacks),
+               fresh_reasons (likewise of its captures left to the driver),
                step (where a site had two capture begins: where its step
                time went - periods (from one capture begin at the site to
                the next), period_us, and per class of STEP_CLASSES the calls
@@ -453,7 +454,9 @@ def _apply_end_counts(site, counts):
     """Replaces what sampled events say with the exact counters of an end
     event. Fallback reasons come from its fallback_reasons where it has
     them; else they stay as the events gave them, exact only if every
-    fallback was logged. Other reasons and warnings stay as logged."""
+    fallback was logged. Fresh captures' reasons likewise come from its
+    fresh_reasons where it has them. Other reasons and warnings stay as
+    logged."""
     def n(key):
         v = counts.get(key, 0)
         return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
@@ -484,6 +487,10 @@ def _apply_end_counts(site, counts):
         site.fallback_reasons_exact = True
     else:
         site.fallback_reasons_exact = site.fallbacks_logged == site.paths['fallback']
+    reasons = counts.get('fresh_reasons')
+    if isinstance(reasons, dict) and all(isinstance(k, str) and _count(v)
+                                         for k, v in reasons.items()):
+        site.fresh_reasons = collections.Counter({k: v for k, v in reasons.items() if v})
 
 
 def step_of(obj):

@@ -199,9 +199,12 @@ void capture_count(struct site *site, struct capture_report *rep, enum capture_p
     case PATH_RECAPTURE: c->recaptured++, c->by_recap += began_by_recap; break;
     case PATH_FALLBACK:
         c->fallbacks++;
-        sites_count_fallback_locked(site, rep->reason);
+        sites_count_reason_locked(&site->fallback_reasons, rep->reason);
         break;
-    case PATH_FRESH: c->fresh++, c->fresh_us += rep->us; break;
+    case PATH_FRESH:
+        c->fresh++, c->fresh_us += rep->us;
+        sites_count_reason_locked(&site->fresh_reasons, rep->reason);
+        break;
     case PATH_OBSERVE: c->observed++; break;
     }
     if (was_active)

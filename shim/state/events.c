@@ -484,13 +484,24 @@ static void memory_json(struct jlog_line *l, const struct site_memory_counts *m)
         jlog_str(l, "memory_not_kept_reason", m->not_kept_reason);
 }
 
+/* A site's exact counts by reason, as an object: reason text -> captures. */
+static void reasons_json(struct jlog_line *l, const char *key, const struct site_reasons *r)
+{
+    jlog_object_begin(l, key);
+    for (int i = 0; i < SITES_REASONS && r->slot[i].count; i++)
+        jlog_u64(l, r->slot[i].text, r->slot[i].count);
+    if (r->other)
+        jlog_u64(l, "other reasons", r->other);
+    jlog_object_end(l);
+}
+
 /* Room one site's entry in the end event may take, at most (its counters,
- * its step and memory accounting, eight fallback reasons of up to 159
- * bytes): where less is left in the line, the sites so far go out as an
+ * its step and memory accounting, eight fallback and eight fresh-capture
+ * reasons of up to 159 bytes each): where less is left in the line, the sites so far go out as an
  * "end" line of their own (with "part") and the next line goes on. A
  * process of many sites (a test suite) would otherwise lose the last ones
  * to the line's limit. */
-#define END_SITE_ROOM 4096
+#define END_SITE_ROOM 6144
 
 static void end_one_site(struct site *site, void *arg)
 {
@@ -506,9 +517,8 @@ static void end_one_site(struct site *site, void *arg)
      * at exit, cannot wait on a thread stuck in the driver. */
     pthread_mutex_lock(&site->lock);
     struct site_counters c = site->count;
-    struct site_reason_count reasons[SITES_FALLBACK_REASONS];
-    memcpy(reasons, site->fallback_reasons, sizeof reasons);
-    unsigned long other = site->fallback_other;
+    struct site_reasons fallback_reasons = site->fallback_reasons;
+    struct site_reasons fresh_reasons = site->fresh_reasons;
     int kinds = site->kinds_distinct, kinds_more = site->kinds_more;
     unsigned long kinds_counted = site->kinds_counted;
     pthread_mutex_unlock(&site->lock);
@@ -529,15 +539,11 @@ static void end_one_site(struct site *site, void *arg)
     jlog_bool(w->line, "shapes_more", kinds_more);
     jlog_u64(w->line, "shapes_counted", kinds_counted);
     step_json(w->line, &step);
-    if (c.fallbacks) {
-        /* Exact counts by reason: capture events are sampled. */
-        jlog_object_begin(w->line, "fallback_reasons");
-        for (int i = 0; i < SITES_FALLBACK_REASONS && reasons[i].count; i++)
-            jlog_u64(w->line, reasons[i].text, reasons[i].count);
-        if (other)
-            jlog_u64(w->line, "other reasons", other);
-        jlog_object_end(w->line);
-    }
+    /* Exact counts by reason: capture events are sampled. */
+    if (c.fallbacks)
+        reasons_json(w->line, "fallback_reasons", &fallback_reasons);
+    if (c.fresh)
+        reasons_json(w->line, "fresh_reasons", &fresh_reasons);
     jlog_object_end(w->line);
     w->cache_total.kept += kept.kept, w->cache_total.evicted += kept.evicted;
     w->memory_total.tracked += memory.tracked, w->memory_total.kept += memory.kept;

@@ -201,12 +201,12 @@ void sites_capture_ended_locked(struct site *site)
         site->active--;
 }
 
-void sites_count_fallback_locked(struct site *site, const char *reason)
+void sites_count_reason_locked(struct site_reasons *table, const char *reason)
 {
     if (!reason || !*reason)
         reason = "(none given)";
-    for (int i = 0; i < SITES_FALLBACK_REASONS; i++) {
-        struct site_reason_count *rc = &site->fallback_reasons[i];
+    for (int i = 0; i < SITES_REASONS; i++) {
+        struct site_reason_count *rc = &table->slot[i];
         if (rc->count && strncmp(rc->text, reason, sizeof rc->text - 1) == 0) {
             rc->count++;
             return;
@@ -217,7 +217,7 @@ void sites_count_fallback_locked(struct site *site, const char *reason)
             return;
         }
     }
-    site->fallback_other++;
+    table->other++;
 }
 
 void sites_for_each(void (*fn)(struct site *site, void *arg), void *arg)

@@ -82,12 +82,19 @@ struct site_stream {
 #define SITES_HELD_RECENT 32
 #define SITES_HELD_TURNS 8
 
-/* Distinct fallback reasons a site counts exactly (the rest as "other"). */
-#define SITES_FALLBACK_REASONS 8
+/* Distinct reasons a site counts exactly per table (the rest as "other"). */
+#define SITES_REASONS 8
 
 struct site_reason_count {
     char text[160];                     /* whole: as long as a capture's reason */
     unsigned long count;
+};
+
+/* Exact counts by reason of one kind of capture path: capture events are
+ * sampled, and "why was this site not repeated" wants every capture. */
+struct site_reasons {
+    struct site_reason_count slot[SITES_REASONS];
+    unsigned long other;                /* captures of further reasons */
 };
 
 struct site {
@@ -126,8 +133,8 @@ struct site {
     unsigned recapture_misses_in_row;
     unsigned recapture_backoff;         /* doubling, to SITES_RECAPTURE_BACKOFF_MAX */
     unsigned recapture_skip_left;
-    struct site_reason_count fallback_reasons[SITES_FALLBACK_REASONS];
-    unsigned long fallback_other;       /* fallbacks of further reasons */
+    struct site_reasons fallback_reasons;
+    struct site_reasons fresh_reasons;  /* captures left to the driver, and why */
     /* --- under cache_lock (cache.c) --- */
     int working_set;                    /* predict_working_set(&shapes), as told */
     /* Executable graphs kept beyond the working set: one more each time a
@@ -220,8 +227,9 @@ void sites_stream_record_locked(struct site *site, const void *stream_key, uint6
 void sites_capture_began_locked(struct site *site);
 void sites_capture_ended_locked(struct site *site);
 
-/* Counts a fallback under its reason (caller holds site->lock). */
-void sites_count_fallback_locked(struct site *site, const char *reason);
+/* Counts a capture under its reason in `table`, one of the site's (caller
+ * holds site->lock). */
+void sites_count_reason_locked(struct site_reasons *table, const char *reason);
 
 /* The site of a stack, created (and announced with a "site" log event) at
  * first sight; a new site is named from the Python frames and NVTX range in

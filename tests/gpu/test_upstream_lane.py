@@ -77,10 +77,10 @@ def end_entry(site, captures, recaptured, fallbacks=0, kinds=1):
             'shapes_counted': captures}
 
 
-def write_log(path, pid, sites, end=True):
+def write_log(path, pid, sites, end=True, fresh_reasons=None):
     """A process's log: sites = [(id, python frames, captures, recaptured
     [, kinds])], routine capture events thinned after 64 as recap writes
-    them."""
+    them; fresh_reasons, where given, the end event's for every site."""
     lines = [{'event': 'start', 'pid': pid, 'version': '0.1.0', 'exe': '/usr/bin/python3.12',
               'driver': 13000, 'recapture_api': False, 'mode': 'auto', 'sites': 'all',
               'config': None, 'log': path, 'rank': None, 'rank_var': None,
@@ -101,7 +101,8 @@ def write_log(path, pid, sites, end=True):
             lines.append(ev)
     if end:
         lines.append({'event': 'end', 'pid': pid,
-                      'sites': [end_entry(s, c, r, kinds=(k or [1])[0])
+                      'sites': [dict(end_entry(s, c, r, kinds=(k or [1])[0]),
+                                     **({'fresh_reasons': fresh_reasons} if fresh_reasons else {}))
                                 for s, _, c, r, *k in sites],
                       'totals': {}, 'unmatched': [], 'resolved': {'dlsym': 75, 'procaddr': 1320}})
     with open(path, 'a', encoding='utf-8') as f:
@@ -223,6 +224,27 @@ class Sites(Temp):
         self.assertAlmostEqual(row.share, 44 / 58)
         self.assertAlmostEqual(row.repeatable_share, 44 / 51)
 
+    def test_captures_of_graphs_the_program_held_are_not_repeatable(self):
+        # The whole test_cuda.py after test_graph_debugdump: PyTorch holds
+        # every graph, recap leaves 28 of 30 captures to the driver for it.
+        log = self.path('recap.jsonl')
+        write_log(log, 1, [('00000000000000a1', self.frames((11, 'test_loop')), 30, 1)],
+                  fresh_reasons={'first capture at this site': 1,
+                                 'the program keeps its graphs here and copies are off '
+                                 '(RECAP_COPY_HELD=off)': 28})
+        row, = lane.site_rows([log])
+        self.assertEqual((row.held, row.repeatable), (28, 1))
+        self.assertAlmostEqual(row.repeatable_share, 1.0)
+        self.assertIn('28 left to the driver because the program held', lane.describe_share(row))
+        # Other reasons for a capture left to the driver still count against it.
+        other = self.path('other.jsonl')
+        write_log(other, 1, [('00000000000000a1', self.frames((11, 'test_loop')), 30, 1)],
+                  fresh_reasons={'first capture at this site': 1,
+                                 'the site\'s gate is closed': 28})
+        row, = lane.site_rows([other])
+        self.assertEqual((row.held, row.repeatable), (0, 29))
+        self.assertAlmostEqual(row.repeatable_share, 1 / 29)
+
     def test_process_without_end_event_is_not_exact(self):
         log = self.path('recap.jsonl')
         write_log(log, 7, [('00000000000000a1', self.frames((11, 'test_loop')), 40, 39)],
@@ -268,15 +290,15 @@ class Sites(Temp):
 
     def test_same_site_found_by_id_then_frames(self):
         rows = [lane.SiteRow('00000000000000a1', 'x', ['f.py:1 (test_a)'], 30, 29, 1, 1.0, True,
-                             1, 29, 1.0),
+                             1, 0, 29, 1.0),
                 lane.SiteRow('00000000000000c3', 'y', ['f.py:9 (test_b)'], 30, 29, 1, 1.0, True,
-                             1, 29, 1.0)]
+                             1, 0, 29, 1.0)]
         same_id = rows[0]._replace(frames=['g.py:1 (test_z)'])
         self.assertIs(lane.find_site(rows, same_id), rows[0])
         moved = rows[1]._replace(id='00000000000000ff')
         self.assertIs(lane.find_site(rows, moved), rows[1])
         self.assertIsNone(lane.find_site(rows, lane.SiteRow('00000000000000ee', 'z', ['h.py:2 (t)'],
-                                                            30, 29, 1, 1.0, True, 1, 29,
+                                                            30, 29, 1, 1.0, True, 1, 0, 29,
                                                             1.0)))
 
 
@@ -507,6 +529,37 @@ class Checkouts(Temp):
         r = self.run_lane('--projects', 'jax')
         self.assertEqual(r.returncode, 2)
         self.assertIn('unknown project jax', r.stderr)
+
+
+class TorchNames(Temp):
+    """upstream_torch_names.py against a fake torch whose common_utils lacks
+    a flag that its common_cuda has (as torch 2.11 against main's test_cuda.py)."""
+
+    def test_missing_names_are_lent_flags_false_others_left_missing(self):
+        internal = 'torch/testing/_internal/'
+        for pkg in ('torch/', 'torch/testing/', internal):
+            self.write(pkg + '__init__.py', '')
+        self.write('torch/other.py', '')
+        self.write(internal + 'common_utils.py', 'TEST_CUDA = True\n')
+        self.write(internal + 'common_cuda.py', "TEST_CUDAMALLOCASYNC = 'from common_cuda'\n")
+        test_file = self.write('test/test_x.py', textwrap.dedent('''\
+            from torch.testing._internal.common_utils import (
+                TEST_CUDA, TEST_CUDAMALLOCASYNC, TEST_NEW_FLAG, new_helper)
+            from torch.other import TEST_OUTSIDE
+            '''))
+        probe = textwrap.dedent(f'''\
+            import sys
+            sys.path[:0] = [{self.tmp!r}, {HERE!r}]
+            import upstream_torch_names as names
+            names.lend_missing_names({test_file!r})
+            import torch.testing._internal.common_utils as cu, torch.other as other
+            print(cu.TEST_CUDA, cu.TEST_CUDAMALLOCASYNC, cu.TEST_NEW_FLAG,
+                  hasattr(cu, 'new_helper'), hasattr(other, 'TEST_OUTSIDE'))
+            print(len(names._lent))
+            ''')
+        r = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split('\n')[:2], ['True from common_cuda False False False', '2'])
 
 
 if __name__ == '__main__':

@@ -68,6 +68,7 @@ Project = collections.namedtuple('Project', [
     'expect',      # files the checkout must hold, relative to it
     'tests',       # glob patterns (relative to the checkout) of the files run whole
     'select',      # default -k expression, or None (every test of the file)
+    'plugins',     # pytest plugins of tests/gpu loaded with -p, plain and under recap alike
 ])
 
 PROJECTS = [
@@ -76,7 +77,7 @@ PROJECTS = [
     Project('cupy', 'cupy', 'cupy', '.', 'pyproject.toml', [],
             ['pyproject.toml', 'tests/conftest.py',
              'tests/cupy_tests/cuda_tests/test_graph.py'],
-            ['tests/cupy_tests/cuda_tests/test_graph.py'], None),
+            ['tests/cupy_tests/cuda_tests/test_graph.py'], None, []),
     # cuda.core's tests import their helpers (tests/helpers, conftest) by
     # top-level name, and cuda_python_test_helpers as an installed package:
     # the checkout's copy goes on PYTHONPATH instead.
@@ -85,15 +86,18 @@ PROJECTS = [
             ['cuda_core/pytest.ini', 'cuda_core/tests/conftest.py',
              'cuda_core/tests/helpers/__init__.py',
              'cuda_python_test_helpers/cuda_python_test_helpers/__init__.py'],
-            ['cuda_core/tests/graph/test_*.py'], None),
+            ['cuda_core/tests/graph/test_*.py'], None, []),
     # test_cuda.py holds far more than graphs; only its graph tests run:
     # every test whose name or class names a graph, and TestBlockStateAbsorption,
     # whose tests all capture through its cudagraphify helper. PyTorch's own
     # test/conftest.py and pytest.ini serve its CI (sharding, reruns, its own
-    # XML) and are left out: pytest runs the file as it is.
+    # XML) and are left out: pytest runs the file as it is, but for the
+    # names it imports from torch.testing._internal that the installed
+    # torch keeps elsewhere (upstream_torch_names.py): no copy at the
+    # installed release's tag may be at hand.
     Project('pytorch', 'pytorch', 'torch', '.', None, [],
             ['test/test_cuda.py'], ['test/test_cuda.py'],
-            'graph or Graph or BlockStateAbsorption'),
+            'graph or Graph or BlockStateAbsorption', ['upstream_torch_names']),
 ]
 
 
@@ -221,7 +225,15 @@ def outcome_counts(outcomes):
 FRAME_RE = re.compile(r'^(?P<file>.*):(?P<line>\d+) \((?P<func>.*)\)$')
 
 SiteRow = collections.namedtuple('SiteRow', 'id label frames captures recaptured firsts share '
-                                 'exact kinds repeatable repeatable_share')
+                                 'exact kinds held repeatable repeatable_share')
+
+# The reason recap gives (its end event's fresh_reasons) for a capture it
+# left to the driver because the program held every graph captured there:
+# nothing released to record into (PyTorch leaks every graph captured after
+# CUDAGraph.enable_debug_mode() anywhere in the process - test_cuda.py's
+# test_graph_debugdump - so a whole test file may hold graphs that the same
+# test run alone releases).
+HELD_REASON = 'the program keeps its graphs here'
 
 
 def site_rows(log_paths, min_captures=MIN_CAPTURES):
@@ -238,7 +250,11 @@ def site_rows(log_paths, min_captures=MIN_CAPTURES):
     repeatable = captures - kinds. Captures whose kind recap did not learn
     (a closed gate, observed) count as repeatable, so the share is never
     flattered, and more kinds than recap tells apart (shapes_more) only
-    make kinds too small."""
+    make kinds too small.
+
+    Nor could a capture that recap left to the driver because the program
+    held the graphs it captured there (HELD_REASON, counted exactly by the
+    end event): held counts them, and repeatable leaves them out."""
     logs = recap_logs.read_logs(log_paths)
     rows = []
     for sid in logs.order:
@@ -253,10 +269,12 @@ def site_rows(log_paths, min_captures=MIN_CAPTURES):
         share = recaptured / after_first if after_first > 0 else 0.0
         exact = all(p in logs.ends for p in procs)
         kinds = sum(max(1, logs.proc_sites[p][sid].shapes_seen or 1) for p in procs) or firsts
-        repeatable = max(0, site.captures - max(kinds, firsts))
+        held = sum(n for reason, n in site.fresh_reasons.items()
+                   if reason.startswith(HELD_REASON))
+        repeatable = max(0, site.captures - max(kinds, firsts) - held)
         repeatable_share = recaptured / repeatable if repeatable > 0 else 1.0
         rows.append(SiteRow(sid, site.label, list(site.python_frames), site.captures,
-                            recaptured, firsts, share, exact, kinds, repeatable,
+                            recaptured, firsts, share, exact, kinds, held, repeatable,
                             repeatable_share))
     return rows
 
@@ -430,13 +448,13 @@ class Lane:
         # checkout, --confcutdir keeps conftest.py files above it out.
         cmd = [self.args.python, '-m', 'pytest', '-c', config, '--rootdir', rootdir,
                f'--confcutdir={checkout}', '-p', 'no:cacheprovider',
-               f'--junitxml={junit}'] + pytest_args
+               f'--junitxml={junit}'] + sum((['-p', p] for p in project.plugins), []) + pytest_args
         env = dict(os.environ)
         for key in [k for k in env if k.startswith('RECAP_')] + ['LD_PRELOAD']:
             env.pop(key, None)
         # No __pycache__ written into the checkouts.
         env['PYTHONDONTWRITEBYTECODE'] = '1'
-        paths = [os.path.join(checkout, p) for p in project.pythonpath]
+        paths = [os.path.join(checkout, p) for p in project.pythonpath] + ([HERE] if project.plugins else [])
         if paths:
             env['PYTHONPATH'] = os.pathsep.join(paths + ([env['PYTHONPATH']]
                                                          if env.get('PYTHONPATH') else []))
@@ -665,8 +683,10 @@ def check_sites(lane, project, checkout, name, tag, test_path, relfile, recap, c
 
 
 def describe_share(row):
+    held = (f', {row.held} left to the driver because the program held every graph it captured '
+            f'there' if row.held else '')
     return (f'{row.kinds} kind(s), repeated {pct(row.share)} of the captures after the first, '
-            f'{pct(row.repeatable_share)} of the {row.repeatable} of a kind seen before')
+            f'{pct(row.repeatable_share)} of the {row.repeatable} of a kind seen before{held}')
 
 
 def print_site_table(lane):

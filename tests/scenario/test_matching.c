@@ -620,11 +620,14 @@ static long sum_of_counts(const char *object)
     return sum;
 }
 
-/* The end event gives, per site, its fallbacks by reason
- * ("fallback_reasons": {reason: count}), summing to its fallbacks. */
-Test(matching_log, the_end_counts_each_sites_fallbacks_by_reason, .timeout = 300)
+/* The end event gives, per site, its fallbacks and its captures left to
+ * the driver by reason ("fallback_reasons", "fresh_reasons": {reason:
+ * count}), each summing to the site's count. */
+Test(matching_log, the_end_counts_each_sites_fallbacks_and_fresh_captures_by_reason, .timeout = 300)
 {
     static const char *const names[] = { "one_off", "function_cycle" };
+    static const char *const tables[][2] = { { "fallback_reasons", "fallbacks" },
+                                             { "fresh_reasons", "fresh" } };
     for (int i = 0; i < 2; i++) {
         struct match_case c = at_version(i ? function_cycle : one_off, "13000");
         struct match_outcome o;
@@ -636,17 +639,21 @@ Test(matching_log, the_end_counts_each_sites_fallbacks_by_reason, .timeout = 300
         int sites = 0;
         for (const char *s = strstr(end, "{\"site\":"); s && (!sites_end || s < sites_end);
              s = strstr(s + 1, "{\"site\":")) {
-            char reasons[2048], fallbacks[32];
-            sites++;
-            int has = json_value(s, "fallback_reasons", reasons, sizeof reasons);
             const char *next = strstr(s + 1, "{\"site\":");
-            cr_expect(has && (!next || strstr(s, "\"fallback_reasons\":") < next),
-                      "%s: site %d of the end event has no \"fallback_reasons\"", names[i], sites);
-            json_value(s, "fallbacks", fallbacks, sizeof fallbacks);
-            if (has)
-                cr_expect_eq(sum_of_counts(reasons), atol(fallbacks), "%s: fallback_reasons %s "
-                             "sum to %ld, the site counts %s fallbacks", names[i], reasons,
-                             sum_of_counts(reasons), fallbacks);
+            sites++;
+            for (int t = 0; t < 2; t++) {
+                char reasons[2048], count[32], key[40];
+                snprintf(key, sizeof key, "\"%s\":", tables[t][0]);
+                int has = json_value(s, tables[t][0], reasons, sizeof reasons);
+                cr_expect(has && (!next || strstr(s, key) < next),
+                          "%s: site %d of the end event has no %s", names[i], sites, key);
+                json_value(s, tables[t][1], count, sizeof count);
+                cr_expect_gt(atol(count), 0, "%s: the site counts no %s", names[i], tables[t][1]);
+                if (has)
+                    cr_expect_eq(sum_of_counts(reasons), atol(count), "%s: %s %s sum to %ld, "
+                                 "the site counts %s %s", names[i], tables[t][0], reasons,
+                                 sum_of_counts(reasons), count, tables[t][1]);
+            }
         }
         cr_expect_eq(sites, 1, "%s: %d sites in the end event", names[i], sites);
         free(text);
