@@ -21,6 +21,13 @@ each step's median in us, the card's used memory at the loop's end
 (device_used_mib, by NVML, where it answers), and the mismatches. The
 first 10 iterations are warm-up.
 
+With PAIRED_CHECK=after in the environment, each iteration's results are
+checked against the reference only after the loop (each iteration's input
+prepared again): the reference runs the program eagerly, and PyTorch's
+eager run allocates outside any capture, memory the next step's
+empty_cache frees at the driver. bench steady sets it, so that what it
+counts per step is the loop's own, not the check's.
+
 usage: python_paired.py torch|cupy|cuda_core|resnet18|decoder ITERATIONS
 (resnet18 and decoder: real models, from bench_models.py)
 Exit 0, 1 on a wrong or differing result, 2 on bad usage, 77 when the
@@ -203,15 +210,17 @@ def paying_own_frees(section, free):
     return section_and_frees
 
 
-def run_ways(iterations, prepare, section, result, right, same):
+def run_ways(iterations, prepare, section, result, right, same, check_after=False):
     """Every iteration, the section through the three ways in rotating
     order, each timed. Returns (times, phases, mismatches): per way the
     section's seconds per iteration and, where the section marks its
     steps, each step's seconds; and how many iterations had a wrong or
-    differing result."""
+    differing result. With check_after, the results (on the host) are
+    checked against the reference after the loop."""
     times = {w: [] for w in WAYS}
     phases = {w: [] for w in WAYS}     # per iteration, the section's steps in seconds
     mismatches = 0
+    unchecked = []                     # (iteration, results) for check_after
     for iteration in range(iterations):
         prepare(iteration)
         results = {}
@@ -225,13 +234,24 @@ def run_ways(iterations, prepare, section, result, right, same):
                 steps = [t0] + marks
                 phases[way].append([b - a for a, b in zip(steps, steps[1:])])
             results[way] = result(returned)
-        bad = [w for w in WAYS if not right(iteration, results[w])]
-        bad += [w for w in WAYS[1:] if not same(results[w], results[WAYS[0]])]
-        if bad and mismatches == 0:
-            print(f"iteration {iteration}: wrong or differing result in way(s) {bad}",
-                  file=sys.stderr)
-        mismatches += bool(bad)
+        if check_after:
+            unchecked.append((iteration, results))
+        else:
+            mismatches += check(iteration, results, right, same, mismatches == 0)
+    for iteration, results in unchecked:
+        prepare(iteration)
+        mismatches += check(iteration, results, right, same, mismatches == 0)
     return times, phases, mismatches
+
+
+def check(iteration, results, right, same, say):
+    """1 where a way's result is wrong or differs from the first way's."""
+    bad = [w for w in WAYS if not right(iteration, results[w])]
+    bad += [w for w in WAYS[1:] if not same(results[w], results[WAYS[0]])]
+    if bad and say:
+        print(f"iteration {iteration}: wrong or differing result in way(s) {bad}",
+              file=sys.stderr)
+    return int(bool(bad))
 
 
 def main():
@@ -243,7 +263,14 @@ def main():
     if program in TORCH_LOOPS:
         import torch
         section = paying_own_frees(section, torch.cuda.empty_cache)
-    times, phases, mismatches = run_ways(iterations, prepare, section, result, right, same)
+    when = os.environ.get("PAIRED_CHECK", "each")
+    if when not in ("each", "after"):
+        print(f"{sys.argv[0]}: PAIRED_CHECK is {when!r}, expected 'each' (every iteration, "
+              f"the default) or 'after' (after the loop)", file=sys.stderr)
+        return 2
+    check_after = when == "after"
+    times, phases, mismatches = run_ways(iterations, prepare, section, result, right, same,
+                                         check_after)
 
     line = f"result program={program} iterations={iterations}"
     warm = {w: t[WARM_UP:] or t for w, t in times.items()}

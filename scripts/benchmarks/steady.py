@@ -10,6 +10,12 @@ counts the driver calls arriving in the driver itself: what recap answers
 on its own (kept memory handed back, an executable graph reused, a capture
 recorded) is not counted.
 
+The results are checked against the program's reference after the loop
+(python_paired.py's PAIRED_CHECK=after): the reference runs eagerly, and
+PyTorch's eager run between steps allocated outside any capture what the
+next step's empty_cache freed at the driver, one allocation a step for
+resnet18 that was the check's, not the loop's.
+
 Each program runs plain and under recap at two lengths; the difference
 between the lengths, divided by the steps between them, is what a warm step
 costs at the driver: allocations, frees, pinned host memory, capture
@@ -107,7 +113,10 @@ def run_once(python, program, iterations, lib, counter, workdir):
     calls = os.path.join(workdir, tag + ".calls")
     env = benchlib.environment_without(("LD_PRELOAD", "RECAP_LOG", "RECAP_CONFIG", "RECAP_SITES",
                                         "RECAP_MODE", "RECAP_SELF_RECORD", "RECAP_VERBOSE"))
-    env.update({"CUDA_INJECTION64_PATH": counter, "DRIVER_CALLS_OUT": calls})
+    # The results are checked after the loop: the eager reference between
+    # steps allocates outside any capture, and the next step frees it.
+    env.update({"CUDA_INJECTION64_PATH": counter, "DRIVER_CALLS_OUT": calls,
+                "PAIRED_CHECK": "after"})
     log = None
     if lib:
         log = os.path.join(workdir, tag + ".jsonl")

@@ -227,6 +227,35 @@ class PairedPython(unittest.TestCase):
         self.assertEqual(after[('off', 'off')], 0)
         self.assertEqual(after[('reuse', 'self')], 99)
 
+    def test_check_after_runs_no_reference_between_sections_and_still_counts(self):
+        # bench steady's reading: the reference (an eager run, allocating
+        # outside any capture) must not fall between the loop's sections,
+        # and each iteration's check sees its own prepared input.
+        events, prepared = [], [None]
+
+        def prepare(i):
+            prepared[0] = i
+            events.append(('prepare', i))
+
+        def section(i, marks):
+            events.append(('section', i))
+            return i if i != 7 else -1       # one wrong result
+
+        def right(i, got):
+            events.append(('right', i))
+            return got == i == prepared[0]
+
+        times, _, bad = python_paired.run_ways(10, prepare, section, lambda r: r, right,
+                                               lambda a, b: a == b, check_after=True)
+        self.assertEqual(bad, 1)
+        last_section = max(k for k, e in enumerate(events) if e[0] == 'section')
+        self.assertFalse([e for e in events[:last_section] if e[0] == 'right'])
+        self.assertEqual(len([e for e in events if e[0] == 'right']), 30)
+        # Checked as it goes (the default), the same wrong result is found.
+        _, _, bad = python_paired.run_ways(10, prepare, section, lambda r: r, right,
+                                           lambda a, b: a == b)
+        self.assertEqual(bad, 1)
+
 
 if __name__ == '__main__':
     unittest.main()
