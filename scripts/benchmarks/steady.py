@@ -21,7 +21,9 @@ between the lengths, divided by the steps between them, is what a warm step
 costs at the driver: allocations, frees, pinned host memory, capture
 begins, instantiations, whole updates, per-node setters, launches, and all
 driver calls; then the sizes of the device allocations that still reached
-the driver per step, and under recap what its kept memory did (the log's
+the driver per step, the kernel parameters that per-node setters changed
+most often (each setter compared with the same node's previous one, in
+the counter), and under recap what its kept memory did (the log's
 end event, with its reasons for memory not kept). Device memory is NVML's "used" for the whole card at the end
 of the longer run's loop (not cuMemGetInfo, which recap answers); the
 column recap - plain is set against recap's cache budget, from its log.
@@ -116,7 +118,7 @@ def run_once(python, program, iterations, lib, counter, workdir):
     # The results are checked after the loop: the eager reference between
     # steps allocates outside any capture, and the next step frees it.
     env.update({"CUDA_INJECTION64_PATH": counter, "DRIVER_CALLS_OUT": calls,
-                "PAIRED_CHECK": "after"})
+                "PAIRED_CHECK": "after", "DRIVER_CALLS_SETTERS": "1"})
     log = None
     if lib:
         log = os.path.join(workdir, tag + ".jsonl")
@@ -129,10 +131,13 @@ def run_once(python, program, iterations, lib, counter, workdir):
     if done.returncode != 0:
         raise benchlib.BenchError(f"{tag} exited {done.returncode}\n"
                                   f"{done.stdout[-1500:]}{done.stderr[-1500:]}")
-    counts, sizes = {}, {}
+    counts, sizes, setters = {}, {}, []
     try:
         with open(calls, encoding="utf-8") as f:
             for line in f:
+                if line.startswith("setter:"):
+                    setters.append(parse_setter(line))
+                    continue
                 name, n = line.split()
                 if name.startswith("size:"):
                     sizes[int(name[5:])] = int(n)
@@ -142,7 +147,24 @@ def run_once(python, program, iterations, lib, counter, workdir):
         raise benchlib.BenchError(f"{tag}: the driver-call counter wrote nothing ({e}); "
                                   f"stderr: {done.stderr[-800:]}")
     result = benchlib.results(done.stdout)[0]
-    return classify(counts), result.get("device_used_mib"), log, sizes
+    return classify(counts), result.get("device_used_mib"), log, sizes, setters
+
+
+def parse_setter(line):
+    """A "setter:INDEX COUNT BEFORE AFTER KERNEL" line of driver_calls.c:
+    (count, kernel, parameter index, first value before, after)."""
+    head, count, before, after, kernel = line.split(maxsplit=4)
+    return int(count), kernel.strip(), int(head[len("setter:"):]), before, after
+
+
+def setter_changes_line(setters, steps, most=6):
+    """The kernel parameters per-node setters changed most often, per step."""
+    if not setters:
+        return None
+    top = sorted(setters, reverse=True)[:most]
+    return "parameters the per-node setters changed (longer run, per step): " + "; ".join(
+        f"{kernel[:60]} #{index} x{count / steps:.2f} ({before} -> {after})"
+        for count, kernel, index, before, after in top)
 
 
 def kept_memory_line(log):
@@ -216,6 +238,9 @@ def main(argv):
             if grew:
                 print(f"{'':<10} cuMemAlloc sizes per step: " + ", ".join(
                     f"{size} B x{n:.2f}" for size, n in sorted(grew.items())))
+            changes = setter_changes_line(b[4], long_ * WAYS_PER_ITERATION)
+            if changes:
+                print(f"{'':<10} {changes}")
             if way_lib:
                 print(f"{'':<10} {kept_memory_line(b[2])}")
                 totals = benchlib.end_totals(b[2])
