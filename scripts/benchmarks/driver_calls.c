@@ -10,9 +10,11 @@
  * was asked for (the first SIZES_KEPT sizes), to the file
  * $DRIVER_CALLS_OUT. With DRIVER_CALLS_SETTERS=1 it also compares each
  * cuGraphExecKernelNodeSetParams_v2 with the same node's previous one and
- * writes "setter:INDEX COUNT BEFORE AFTER KERNEL" lines: which parameter
- * of which kernel the per-node setters changed (a setter recap makes for a
- * node whose captured call changed), with the first change's values.
+ * writes "setter:INDEX COUNT SIZE@OFFSET BEFORE AFTER KERNEL" lines: which
+ * parameter of which kernel the per-node setters changed (a setter recap
+ * makes for a node whose captured call changed), the parameter's size and
+ * the first byte that differed in the first change, with the 8 bytes from
+ * there before and after.
  *
  * Built by steady.py on the GPU machine against the CUPTI there; it is a
  * measuring tool, never loaded by recap or its tests.
@@ -62,6 +64,7 @@ struct node_params {
 struct param_change {
     const void *kernel;
     unsigned index;
+    size_t size, offset;           /* the parameter's size, its first byte that differed */
     uint64_t count, before, after;
     char name[120];
 };
@@ -76,15 +79,15 @@ typedef CUresult (*name_fn)(const char **, void *);
 static param_info_fn func_param_info, kernel_param_info;
 static name_fn func_name, kernel_name;
 
-static uint64_t first_bytes(const unsigned char *p, size_t n)
+static uint64_t bytes_at(const unsigned char *p, size_t n)
 {
     uint64_t v = 0;
     memcpy(&v, p, n < sizeof v ? n : sizeof v);
     return v;
 }
 
-static void note_change(const void *kernel, int is_func, unsigned index, uint64_t before,
-                        uint64_t after)
+static void note_change(const void *kernel, int is_func, unsigned index, size_t size,
+                        const unsigned char *was, const unsigned char *now)
 {
     int i = 0;
     while (i < nchanges && !(changes[i].kernel == kernel && changes[i].index == index))
@@ -94,7 +97,12 @@ static void note_change(const void *kernel, int is_func, unsigned index, uint64_
             return;
         const char *name = NULL;
         (is_func ? func_name : kernel_name)(&name, (void *)kernel);
-        changes[i] = (struct param_change){ kernel, index, 0, before, after, "" };
+        size_t at = 0;
+        while (at < size && was[at] == now[at])
+            at++;
+        changes[i] = (struct param_change){ kernel, index, size, at, 0,
+                                            bytes_at(was + at, size - at),
+                                            bytes_at(now + at, size - at), "" };
         snprintf(changes[i].name, sizeof changes[i].name, "%s", name ? name : "?");
         nchanges++;
     }
@@ -131,8 +139,8 @@ static void compare_setter(const cuGraphExecKernelNodeSetParams_v2_params *a)
         if (np->node && np->len == len)
             for (unsigned i = 0; i < n; i++)
                 if (memcmp(np->bytes + offsets[i], now + offsets[i], sizes[i]) != 0)
-                    note_change(kernel, is_func, i, first_bytes(np->bytes + offsets[i], sizes[i]),
-                                first_bytes(now + offsets[i], sizes[i]));
+                    note_change(kernel, is_func, i, sizes[i], np->bytes + offsets[i],
+                                now + offsets[i]);
         np->exec = a->hGraphExec, np->node = a->hNode, np->len = len;
         memcpy(np->bytes, now, len);
         break;
@@ -183,8 +191,9 @@ static void write_counts(void)
     pthread_mutex_unlock(&sizes_lock);
     pthread_mutex_lock(&setters_lock);
     for (int i = 0; i < nchanges; i++)
-        fprintf(out, "setter:%u %llu 0x%llx 0x%llx %s\n", changes[i].index,
-                (unsigned long long)changes[i].count, (unsigned long long)changes[i].before,
+        fprintf(out, "setter:%u %llu %zu@%zu 0x%llx 0x%llx %s\n", changes[i].index,
+                (unsigned long long)changes[i].count, changes[i].size, changes[i].offset,
+                (unsigned long long)changes[i].before,
                 (unsigned long long)changes[i].after, changes[i].name);
     pthread_mutex_unlock(&setters_lock);
     fclose(out);

@@ -151,10 +151,11 @@ def run_once(python, program, iterations, lib, counter, workdir):
 
 
 def parse_setter(line):
-    """A "setter:INDEX COUNT BEFORE AFTER KERNEL" line of driver_calls.c:
-    (count, kernel, parameter index, first value before, after)."""
-    head, count, before, after, kernel = line.split(maxsplit=4)
-    return int(count), kernel.strip(), int(head[len("setter:"):]), before, after
+    """A "setter:INDEX COUNT SIZE@OFFSET BEFORE AFTER KERNEL" line of
+    driver_calls.c: (count, kernel, parameter index, "SIZE@OFFSET", the
+    bytes from the first that differed, before and after)."""
+    head, count, where, before, after, kernel = line.split(maxsplit=5)
+    return int(count), kernel.strip(), int(head[len("setter:"):]), where, before, after
 
 
 def setter_changes_line(setters, steps, most=6):
@@ -163,8 +164,8 @@ def setter_changes_line(setters, steps, most=6):
         return None
     top = sorted(setters, reverse=True)[:most]
     return "parameters the per-node setters changed (longer run, per step): " + "; ".join(
-        f"{kernel[:60]} #{index} x{count / steps:.2f} ({before} -> {after})"
-        for count, kernel, index, before, after in top)
+        f"{kernel[:60]} #{index} x{count / steps:.2f} (bytes {where}: {before} -> {after})"
+        for count, kernel, index, where, before, after in top)
 
 
 def kept_memory_line(log):

@@ -130,17 +130,17 @@ class Bench(unittest.TestCase):
             os.unlink(f.name)
 
     def test_steady_names_the_parameters_setters_changed_most(self):
-        lines = ['setter:3 40 0x7f0000200000 0x7f0000400000 _Z6conv2dPfS_ (with spaces)\n',
-                 'setter:0 120 0x3f000000 0x3f200000 mul_kernel\n',
-                 'setter:1 2 0x1 0x2 other\n']
+        lines = ['setter:3 40 8@0 0x7f0000200000 0x7f0000400000 _Z6conv2dPfS_ (with spaces)\n',
+                 'setter:0 120 4@0 0x3f000000 0x3f200000 mul_kernel\n',
+                 'setter:1 2 96@13 0x1 0x2 other\n']
         got = [steady.parse_setter(l) for l in lines]
-        self.assertEqual(got[0], (40, '_Z6conv2dPfS_ (with spaces)', 3, '0x7f0000200000',
+        self.assertEqual(got[0], (40, '_Z6conv2dPfS_ (with spaces)', 3, '8@0', '0x7f0000200000',
                                   '0x7f0000400000'))
         line = steady.setter_changes_line(got, 40, most=2)
         self.assertEqual(line, 'parameters the per-node setters changed (longer run, per step): '
-                               'mul_kernel #0 x3.00 (0x3f000000 -> 0x3f200000); '
-                               '_Z6conv2dPfS_ (with spaces) #3 x1.00 (0x7f0000200000 -> '
-                               '0x7f0000400000)')
+                               'mul_kernel #0 x3.00 (bytes 4@0: 0x3f000000 -> 0x3f200000); '
+                               '_Z6conv2dPfS_ (with spaces) #3 x1.00 (bytes 8@0: 0x7f0000200000 '
+                               '-> 0x7f0000400000)')
         self.assertIsNone(steady.setter_changes_line([], 40))
 
     def test_steady_bad_usage(self):
