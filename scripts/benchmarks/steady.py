@@ -29,7 +29,7 @@ of the longer run's loop (not cuMemGetInfo, which recap answers); the
 column recap - plain is set against recap's cache budget, from its log.
 
 usage: scripts/bench steady [--recap-lib PATH] [--programs torch,resnet18,decoder]
-                            [--lengths 30,90]
+                            [--lengths 30,90] [--calls N]
 """
 import argparse
 import collections
@@ -147,7 +147,14 @@ def run_once(python, program, iterations, lib, counter, workdir):
         raise benchlib.BenchError(f"{tag}: the driver-call counter wrote nothing ({e}); "
                                   f"stderr: {done.stderr[-800:]}")
     result = benchlib.results(done.stdout)[0]
-    return classify(counts), result.get("device_used_mib"), log, sizes, setters
+    return classify(counts), result.get("device_used_mib"), log, sizes, setters, counts
+
+
+def busiest_calls(short_counts, long_counts, steps, most):
+    """The driver functions called most per warm step: [(name, per step)]."""
+    per_step = {name: (n - short_counts.get(name, 0)) / steps for name, n in long_counts.items()}
+    ranked = sorted(((v, k) for k, v in per_step.items() if v > 0), reverse=True)[:most]
+    return [(name, v) for v, name in ranked]
 
 
 def parse_setter(line):
@@ -194,6 +201,8 @@ def main(argv):
     parser.add_argument("--recap-lib", help="path of librecap.so")
     parser.add_argument("--programs", default="torch,resnet18,decoder",
                         help="comma-separated subset of " + ", ".join(PROGRAMS))
+    parser.add_argument("--calls", type=int, default=0, metavar="N",
+                        help="also print the N driver functions called most per warm step")
     parser.add_argument("--lengths", default="30,90",
                         help="the two loop lengths, in iterations of three steps (default 30,90)")
     args = parser.parse_args(argv)
@@ -239,6 +248,9 @@ def main(argv):
             if grew:
                 print(f"{'':<10} cuMemAlloc sizes per step: " + ", ".join(
                     f"{size} B x{n:.2f}" for size, n in sorted(grew.items())))
+            if args.calls > 0:
+                print(f"{'':<10} driver calls per step: " + ", ".join(
+                    f"{name} {n:.2f}" for name, n in busiest_calls(a[5], b[5], steps, args.calls)))
             changes = setter_changes_line(b[4], long_ * WAYS_PER_ITERATION)
             if changes:
                 print(f"{'':<10} {changes}")

@@ -143,6 +143,13 @@ class Bench(unittest.TestCase):
                                '-> 0x7f0000400000)')
         self.assertIsNone(steady.setter_changes_line([], 40))
 
+    def test_steady_ranks_the_calls_of_a_warm_step(self):
+        short = {'cuStreamGetCaptureInfo_v3': 10, 'cuLaunchKernel': 40, 'cuCtxGetCurrent': 5}
+        long_ = {'cuStreamGetCaptureInfo_v3': 70, 'cuLaunchKernel': 40, 'cuCtxGetCurrent': 35,
+                 'cuEventRecord': 6}
+        self.assertEqual(steady.busiest_calls(short, long_, 30, 2),
+                         [('cuStreamGetCaptureInfo_v3', 2.0), ('cuCtxGetCurrent', 1.0)])
+
     def test_steady_bad_usage(self):
         r = bench('steady', '--programs', 'torch,llama')
         self.assertEqual(r.returncode, 2)
