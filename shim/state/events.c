@@ -497,10 +497,10 @@ static void reasons_json(struct jlog_line *l, const char *key, const struct site
 
 /* Room one site's entry in the end event may take, at most (its counters,
  * its step and memory accounting, eight fallback and eight fresh-capture
- * reasons of up to 159 bytes each): where less is left in the line, the sites so far go out as an
- * "end" line of their own (with "part") and the next line goes on. A
- * process of many sites (a test suite) would otherwise lose the last ones
- * to the line's limit. */
+ * reasons of up to 159 bytes each): where less is left in the line, the
+ * sites so far go out as an "end" line of their own (with "part") and the
+ * next line goes on. A process of many sites (a test suite) would
+ * otherwise lose the last ones to the line's limit. */
 #define END_SITE_ROOM 6144
 
 static void end_one_site(struct site *site, void *arg)
