@@ -129,6 +129,10 @@ class Site:
         self.stop_reasons = collections.Counter() # why its reuse gate stopped (reuse events)
         self.max_seq = 0
         self.fresh_reasons = collections.Counter()
+        # True where an end event counted every fresh capture by reason
+        # (fresh_reasons); else the logged (sampled) capture events' reasons
+        self.fresh_reasons_exact = False
+        self.merged = 0             # processes merged into this (a site summed over them)
         self.nodes = 0
         self.changed = 0
         self.eligible = 0
@@ -491,6 +495,7 @@ def _apply_end_counts(site, counts):
     if isinstance(reasons, dict) and all(isinstance(k, str) and _count(v)
                                          for k, v in reasons.items()):
         site.fresh_reasons = collections.Counter({k: v for k, v in reasons.items() if v})
+        site.fresh_reasons_exact = True
 
 
 def step_of(obj):
@@ -537,6 +542,10 @@ def _merge_site(into, site):
         into.shapes_counted += site.shapes_counted
     into.fallbacks_logged += site.fallbacks_logged
     into.fallback_reasons_exact = into.fallback_reasons_exact and site.fallback_reasons_exact
+    # Exact only where every process's end event counted them.
+    into.fresh_reasons_exact = site.fresh_reasons_exact and (
+        into.merged == 0 or into.fresh_reasons_exact)
+    into.merged += 1
     into.max_seq = max(into.max_seq, site.max_seq)
     for reason, calls in site.switch_calls.items():
         into.switch_calls.setdefault(reason, collections.Counter()).update(calls)

@@ -75,6 +75,8 @@ def site_row(s, saved):
         'fallback_reasons': dict(s.fallback_reasons.most_common()),
         'fallback_reasons_sampled': not s.fallback_reasons_exact,
         'fallbacks_logged': s.fallbacks_logged,
+        'fresh_reasons': dict(s.fresh_reasons.most_common()),
+        'fresh_reasons_sampled': not s.fresh_reasons_exact,
         'fallback_switch_calls': {r: {str(c): n for c, n in calls.most_common()}
                                   for r, calls in s.switch_calls.items()},
         'candidates': candidates_summary(s.candidates),
@@ -502,6 +504,33 @@ def fallback_lines(logs, rows, width):
     return out
 
 
+FIRST_CAPTURE = 'first capture at this site'   # shim/repeat/capture.c's reason
+
+
+def driver_lines(logs, rows, width):
+    """Per site with captures left to the driver for a reason other than
+    being its first in a process: each reason and how many, exact where the
+    end events count them (fresh_reasons), else what the capture events
+    logged (then marked sampled)."""
+    out = []
+    for row in rows:
+        site = logs.sites[row['site']]
+        others = [(n, r) for r, n in site.fresh_reasons.items() if r != FIRST_CAPTURE]
+        if not others:
+            continue
+        if not out:
+            out += ['', 'Left to the driver by reason (each process\'s first capture at a site '
+                        'aside):']
+        out.append(site_heading(site, width))
+        head = f'{row["fresh"]} of {row["captures"]} captures were the driver\'s'
+        if not site.fresh_reasons_exact:
+            head += '; sampled: the counts below are of the captures the log holds'
+        out += wrapped(head, width, '    ')
+        for n, reason in sorted(others, key=lambda nr: (-nr[0], nr[1])):
+            out += wrapped(f'{n:>7}  {reason}', width, '    ', ' ' * 9)
+    return out
+
+
 def memory_lines(logs, width):
     """One line on the memory recap handed back instead of the driver
     allocating it again (end events only); none where there was none."""
@@ -569,6 +598,7 @@ def report_text(logs, rows, totals, by_rank, rank_totals, width, left_out=((), 0
         out += wrapped(f'Not shown, 0 in every row: {", ".join(hidden)} (--wide shows every '
                        'column).', width)
     out += fallback_lines(logs, rows, width)
+    out += driver_lines(logs, rows, width)
     out += step_lines(logs, rows, width)
     out += advice_lines(logs, rows, width)
     return out

@@ -448,6 +448,49 @@ EXAMPLE = dict(period_us=2540.0, capture=1, capture_us=1880.0, instantiate=1,
                free_us=180.0, sync=1, sync_us=10.0)
 
 
+class LeftToTheDriver(Base):
+    """Captures recap left to the driver, by reason (fresh_reasons)."""
+
+    def report(self, *lines):
+        log = self.write('d.jsonl', list(lines))
+        return (json.loads(recap('report', '--json', log).stdout)['sites'][0],
+                recap('report', log).stdout)
+
+    HELD = 'the program keeps its graphs here and copies are off (RECAP_COPY_HELD=off)'
+
+    def test_exact_from_the_end_event_first_captures_aside(self):
+        row, text = self.report(
+            start(), site(A, SHORT), capture(A, 'fresh', 1, reason='first capture at this site'),
+            capture(A, 'fresh', 2, reason=self.HELD),
+            ev('end', sites=[end_entry(A, 100, 0, fresh=100, recaptured=0, by_recap=0,
+                                       fresh_reasons={'first capture at this site': 1,
+                                                      self.HELD: 97, 'the gate is closed': 2})],
+               totals={}))
+        self.assertEqual(row['fresh_reasons'][self.HELD], 97)
+        self.assertFalse(row['fresh_reasons_sampled'])
+        lines = text.splitlines()
+        at = lines.index("Left to the driver by reason (each process's first capture at a site "
+                         "aside):")
+        self.assertEqual(lines[at + 1].split()[:2], [A, 'train.py:33'])
+        self.assertEqual(lines[at + 2].strip(), "100 of 100 captures were the driver's")
+        self.assertEqual(lines[at + 3].split(None, 1)[0], '97')
+        self.assertIn('the program keeps its graphs here', lines[at + 3])
+        self.assertIn(['2', 'the gate is closed'], [l.split(None, 1) for l in lines[at + 4:]])
+        self.assertNotIn('first capture at this site', '\n'.join(lines[at:]))
+
+    def test_sampled_without_the_end_events_count_and_absent_when_only_firsts(self):
+        row, text = self.report(start(), site(A, SHORT),
+                                capture(A, 'fresh', 1, reason='first capture at this site'),
+                                capture(A, 'fresh', 2, reason=self.HELD))
+        self.assertTrue(row['fresh_reasons_sampled'])
+        self.assertIn("2 of 2 captures were the driver's; sampled", text)
+        _, text = self.report(start(), site(A, SHORT),
+                              capture(A, 'fresh', 1, reason='first capture at this site'),
+                              ev('end', sites=[end_entry(A, 5, 0, fresh_reasons={
+                                  'first capture at this site': 1})], totals={}))
+        self.assertNotIn('Left to the driver', text)
+
+
 class StepTime(Base):
     """Where a step's time goes: a line per site from the end event's step
     object, the figures in --json, the program's own time derived."""
