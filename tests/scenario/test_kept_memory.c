@@ -425,6 +425,16 @@ Test(kept_memory, memory_of_a_graph_the_program_holds_is_freed_as_asked)
     cr_expect_eq(run_count_lines(o.log, "\"event\":\"end\"", "\"memory_not_kept_reason\":"
                                  "\"the program holds a graph or executable graph of the site\"",
                                  NULL), 1, "the end event says why no memory was kept");
+    /* ... and why its repeat captures stayed the driver's (this site's
+     * gate then closes after failed updates: the rest for that reason). */
+    char *text = run_read_file(o.log, NULL);
+    const char *end = text ? strstr(text, "\"event\":\"end\"") : NULL;
+    const char *held = end ? strstr(end, "\"the program keeps its graphs here and copies are off "
+                                         "(RECAP_COPY_HELD=off)\":") : NULL;
+    cr_expect_not_null(held, "the end event's fresh_reasons do not name the graphs kept");
+    if (held)
+        cr_expect_geq(atol(strchr(held + 1, ':') + 1), 1);
+    free(text);
     pool_done(&o);
 }
 
