@@ -476,7 +476,8 @@ def lane(number, proc_site, site, row, n, budget, advice, ended):
         ''.join(f'<p class="advice">{esc(a)}</p>' for a in advice),
         lane_svg(proc_site, n, budget),
         reason_list('fallbacks by reason', proc_site.fallback_reasons, sampled),
-        reason_list('fresh captures by reason (logged)', proc_site.fresh_reasons),
+        reason_list('fresh captures by reason' + ('' if proc_site.fresh_reasons_exact
+                                                  else ' (logged)'), proc_site.fresh_reasons),
         reason_list('failed executable updates by reason (logged)',
                     proc_site.update_fail_reasons),
         reason_list('warnings and errors', collections.Counter(

@@ -217,6 +217,14 @@ class Page(PageBase):
         self.assertIn('fallbacks by reason (1)', details)
         self.assertIn('1 × kernel <differs>', details['fallbacks by reason (1)'].all_text())
         self.assertIn('fresh captures by reason (logged) (1)', details)
+        # Counted by the end event (fresh_reasons): every one, not "logged".
+        lines[-1] = ev('end', sites=[end_entry(A, 40, 1, fresh=39, fresh_reasons={
+            'first capture': 1, 'the program keeps its graphs here': 38})], totals={})
+        _, root, _ = self.page(self.write('f.jsonl', lines))
+        (lane,) = root.find('section', 'lane')
+        details = {d.find('summary')[0].all_text(): d for d in lane.find('details')}
+        self.assertIn('38 × the program keeps its graphs here',
+                      details['fresh captures by reason (39)'].all_text())
         self.assertIn('warning: could not keep it',
                       details['warnings and errors (1)'].all_text())
         frames = details['frames and range'].all_text()
