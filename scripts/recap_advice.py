@@ -277,9 +277,15 @@ def graph_per_shape(site, about):
 
 def _not_recorded(site, pattern):
     """(reasons, logged, fresh): fresh-capture reasons matching pattern,
-    how many logged captures gave them, the exact fresh count."""
+    how many captures gave them (every one where the end event counted
+    them, else the logged ones), the exact fresh count."""
     found = reasons_matching(site.fresh_reasons, pattern)
     return found, sum(found.values()), site.paths['fresh']
+
+
+def _say_so(site, n):
+    """'N captures say so', 'logged' where only the logged ones are counted."""
+    return f'{n} {"" if site.fresh_reasons_exact else "logged "}captures say so'
 
 
 def memory_nodes(site, about):
@@ -295,8 +301,8 @@ def memory_nodes(site, about):
     new = site.inst_new_us / site.inst['new'] if site.inst['new'] else 0.0
     reason = max(found, key=found.get)
     return Advice('memory_nodes', (
-        f'recap does not record this site\'s captures: "{reason}" ({logged} logged captures '
-        f'say so; {fresh:,} of its {site.captures:,} captures were plain). Allocate outside '
+        f'recap does not record this site\'s captures: "{reason}" ({_say_so(site, logged)}; '
+        f'{fresh:,} of its {site.captures:,} captures were plain). Allocate outside '
         f'the capture (or with the graph\'s memory pool) so the graph holds no memory '
         f'allocation nodes, and recap can record it and update its executable graph: each '
         f'capture here took {us_text(capture)} and each new instantiation {us_text(new)}.'),
@@ -314,7 +320,7 @@ def conditional_nodes(site, about):
         return None
     saved, figures = saving(site)
     return Advice('conditional_nodes', (
-        f'This site\'s graphs hold conditional nodes ({logged} logged captures say so), which '
+        f'This site\'s graphs hold conditional nodes ({_say_so(site, logged)}), which '
         f'recap does not record, and the program captured them {site.captures:,} times. A '
         f'graph with conditional nodes decides on the device (cudaGraphSetConditional from a '
         f'kernel): capture it once and launch it each iteration, saving about {saved}.'),

@@ -240,6 +240,12 @@ class Rules(Base):
                       a['text'])
         self.assertIn('each capture here took 50.0 µs and each new instantiation 20.0 µs',
                       a['text'])
+        # Counted by the end event: every capture, not the logged ones.
+        end['fresh_reasons'] = {'first capture at this site': 1,
+                                'its graphs hold memory allocation nodes': 49}
+        got, _ = self.advice(end, events)
+        self.assertIn('"its graphs hold memory allocation nodes" (49 captures say so; '
+                      '50 of its 50 captures were plain)', got['memory_nodes']['text'])
 
     def test_memory_nodes_not_without_the_reason(self):
         events = [capture(A, 'fresh', s, reason='no released graph of the predicted shape')
