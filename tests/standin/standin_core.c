@@ -436,6 +436,11 @@ static void state_setup(void)
         if (!si.exec_nodes_follow_update && strcmp(v, "instantiated") != 0)
             fprintf(stderr, "standin: STANDIN_EXEC_NODES=%s is not instantiated|updated\n", v);
     }
+    if ((v = getenv("STANDIN_UPDATE_FREED")) && *v) {
+        si.update_freed_accepted = strcmp(v, "accept") == 0;
+        if (!si.update_freed_accepted && strcmp(v, "refuse") != 0)
+            fprintf(stderr, "standin: STANDIN_UPDATE_FREED=%s is not refuse|accept\n", v);
+    }
     if ((v = getenv("STANDIN_RECAPTURE_FAILURE")) && parse_surface(v, &si.surface) != 0)
         fprintf(stderr, "standin: STANDIN_RECAPTURE_FAILURE=%s is not call|later|end\n", v);
     if ((v = getenv("STANDIN_NULL_CALLBACK"))) si.null_callback_accepted = strcmp(v, "reject") != 0;

@@ -540,6 +540,7 @@ struct si_state {
     bool unloaded_code_refused; /* STANDIN_UNLOADED_CODE=refuse (si_names_unloaded_code) */
     bool clone_shares_params;   /* STANDIN_CLONE_SHARES=1 (si_graph_check_shared) */
     bool exec_nodes_follow_update; /* STANDIN_EXEC_NODES=updated (standin_exec_update.c) */
+    bool update_freed_accepted; /* STANDIN_UPDATE_FREED=accept (standin_params.c: same_home) */
     unsigned long error_node;
     size_t capacity, used;
     char *report_path;

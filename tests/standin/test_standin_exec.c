@@ -244,6 +244,56 @@ Test(exec, update_memory_operand_rules, .init = setup)
     CK(cuGraphDestroy(b));
 }
 
+/* A memset whose memory was freed since its graph was instantiated, then
+ * updated to new memory: refused (STANDIN_UPDATE_FREED=refuse, the
+ * default) or taken (=accept). */
+static void update_after_free(CUresult want)
+{
+    CUdeviceptr old, now;
+    CK(cuMemAlloc(&old, 64));
+    CUDA_MEMSET_NODE_PARAMS m = {.dst = old, .value = 7, .elementSize = 4, .width = 4, .height = 1};
+    CUgraph a, b;
+    CUgraphNode na, nb;
+    CUgraphExec e;
+    CUgraphExecUpdateResultInfo info;
+    CK(cuGraphCreate(&a, 0));
+    CK(cuGraphAddMemsetNode(&na, a, NULL, 0, &m, fx.ctx));
+    CK(cuGraphInstantiate(&e, a, 0));
+    CK(cuMemFree(old));
+    CK(cuMemAlloc(&now, 64));
+    m.dst = now;
+    CK(cuGraphCreate(&b, 0));
+    CK(cuGraphAddMemsetNode(&nb, b, NULL, 0, &m, fx.ctx));
+    cr_assert_eq(cuGraphExecUpdate(e, b, &info), want);
+    if (want == CUDA_SUCCESS) {
+        launch(e);
+        cr_assert_eq(read_int(now, 3), 7);
+    } else {
+        cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED);
+    }
+    CK(cuGraphExecDestroy(e));
+    CK(cuGraphDestroy(a));
+    CK(cuGraphDestroy(b));
+    CK(cuMemFree(now));
+}
+
+Test(exec, update_of_an_operand_freed_since_is_refused_by_default, .init = setup)
+{
+    update_after_free(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+}
+
+static void setup_update_freed_accepted(void)
+{
+    setenv("STANDIN_UPDATE_FREED", "accept", 1);
+    setup();
+}
+
+Test(exec, update_of_an_operand_freed_since_is_taken_when_accepted,
+     .init = setup_update_freed_accepted)
+{
+    update_after_free(CUDA_SUCCESS);
+}
+
 Test(exec, per_node_setters, .init = setup)
 {
     struct chain a = chain(1, 2, 3, fx.add);
