@@ -244,6 +244,15 @@ class Sites(Temp):
         row, = lane.site_rows([other])
         self.assertEqual((row.held, row.repeatable), (0, 29))
         self.assertAlmostEqual(row.repeatable_share, 1 / 29)
+        # Held captures that were also the first of their kind are not
+        # left out twice: 10 kinds, 5 held, 30 captures leave 20 (not 15).
+        both = self.path('both.jsonl')
+        write_log(both, 1, [('00000000000000a1', self.frames((11, 'test_loop')), 30, 10, 10)],
+                  fresh_reasons={'first capture at this site': 1,
+                                 'the program keeps its graphs here and copies are off '
+                                 '(RECAP_COPY_HELD=off)': 5})
+        row, = lane.site_rows([both])
+        self.assertEqual((row.held, row.kinds, row.repeatable), (5, 10, 20))
 
     def test_process_without_end_event_is_not_exact(self):
         log = self.path('recap.jsonl')

@@ -254,7 +254,8 @@ def site_rows(log_paths, min_captures=MIN_CAPTURES):
 
     Nor could a capture that recap left to the driver because the program
     held the graphs it captured there (HELD_REASON, counted exactly by the
-    end event): held counts them, and repeatable leaves them out."""
+    end event): held counts them, and repeatable = captures - max(kinds,
+    firsts + held)."""
     logs = recap_logs.read_logs(log_paths)
     rows = []
     for sid in logs.order:
@@ -271,7 +272,9 @@ def site_rows(log_paths, min_captures=MIN_CAPTURES):
         kinds = sum(max(1, logs.proc_sites[p][sid].shapes_seen or 1) for p in procs) or firsts
         held = sum(n for reason, n in site.fresh_reasons.items()
                    if reason.startswith(HELD_REASON))
-        repeatable = max(0, site.captures - max(kinds, firsts) - held)
+        # A held capture may also be the first of its kind: the larger
+        # count, not the sum, so that the share is never flattered.
+        repeatable = max(0, site.captures - max(kinds, firsts + held))
         repeatable_share = recaptured / repeatable if repeatable > 0 else 1.0
         rows.append(SiteRow(sid, site.label, list(site.python_frames), site.captures,
                             recaptured, firsts, share, exact, kinds, held, repeatable,
