@@ -23,10 +23,11 @@ begins, instantiations, whole updates, per-node setters, launches, and all
 driver calls; then the sizes of the device allocations that still reached
 the driver per step, the kernel parameters that per-node setters changed
 most often (each setter compared with the same node's previous one, in
-the counter), and under recap what its kept memory did (the log's
-end event, with its reasons for memory not kept). Device memory is NVML's "used" for the whole card at the end
-of the longer run's loop (not cuMemGetInfo, which recap answers); the
-column recap - plain is set against recap's cache budget, from its log.
+the counter), and under recap what its kept memory did (the log's end
+event, with its reasons for memory not kept). Device memory is NVML's
+"used" for the whole card at the end of the longer run's loop (not
+cuMemGetInfo, which recap answers); the column recap - plain is set
+against recap's cache budget, from its log.
 
 usage: scripts/bench steady [--recap-lib PATH] [--programs torch,resnet18,decoder]
                             [--lengths 30,90] [--calls N]
@@ -109,8 +110,14 @@ def classify(counts):
     return got
 
 
+# One run: per-column driver calls, device MiB used at the end, recap's log
+# (None plain), cuMemAlloc sizes {bytes: count}, the setters' changed
+# parameters (parse_setter's tuples) and the driver calls {name: count}.
+Run = collections.namedtuple("Run", "columns device_mib log sizes setters counts")
+
+
 def run_once(python, program, iterations, lib, counter, workdir):
-    """One run; (per-column driver calls, device MiB used, the log or None)."""
+    """One run: a Run, or None where the program skipped."""
     tag = f"{'recap' if lib else 'plain'}-{program}-{iterations}"
     calls = os.path.join(workdir, tag + ".calls")
     env = benchlib.environment_without(("LD_PRELOAD", "RECAP_LOG", "RECAP_CONFIG", "RECAP_SITES",
@@ -147,7 +154,7 @@ def run_once(python, program, iterations, lib, counter, workdir):
         raise benchlib.BenchError(f"{tag}: the driver-call counter wrote nothing ({e}); "
                                   f"stderr: {done.stderr[-800:]}")
     result = benchlib.results(done.stdout)[0]
-    return classify(counts), result.get("device_used_mib"), log, sizes, setters, counts
+    return Run(classify(counts), result.get("device_used_mib"), log, sizes, setters, counts)
 
 
 def busiest_calls(short_counts, long_counts, steps, most):
@@ -239,24 +246,25 @@ def main(argv):
             if a is None or b is None:
                 print(f"{program:<10} SKIP (package or GPU missing)")
                 break
-            per_step = {c: (b[0][c] - a[0][c]) / steps for c in columns}
-            used[way] = b[1]
+            per_step = {c: (b.columns[c] - a.columns[c]) / steps for c in columns}
+            used[way] = b.device_mib
             print(f"{program:<10} {way:<6}" + "".join(f"{per_step[c]:>12.2f}" for c in columns) +
-                  f"{b[1] if b[1] is not None else '-':>12}")
-            grew = {size: (n - a[3].get(size, 0)) / steps for size, n in b[3].items()
-                    if n > a[3].get(size, 0)}
+                  f"{b.device_mib if b.device_mib is not None else '-':>12}")
+            grew = {size: (n - a.sizes.get(size, 0)) / steps for size, n in b.sizes.items()
+                    if n > a.sizes.get(size, 0)}
             if grew:
                 print(f"{'':<10} cuMemAlloc sizes per step: " + ", ".join(
                     f"{size} B x{n:.2f}" for size, n in sorted(grew.items())))
             if args.calls > 0:
+                busiest = busiest_calls(a.counts, b.counts, steps, args.calls)
                 print(f"{'':<10} driver calls per step: " + ", ".join(
-                    f"{name} {n:.2f}" for name, n in busiest_calls(a[5], b[5], steps, args.calls)))
-            changes = setter_changes_line(b[4], long_ * WAYS_PER_ITERATION)
+                    f"{name} {n:.2f}" for name, n in busiest))
+            changes = setter_changes_line(b.setters, long_ * WAYS_PER_ITERATION)
             if changes:
                 print(f"{'':<10} {changes}")
             if way_lib:
-                print(f"{'':<10} {kept_memory_line(b[2])}")
-                totals = benchlib.end_totals(b[2])
+                print(f"{'':<10} {kept_memory_line(b.log)}")
+                totals = benchlib.end_totals(b.log)
                 budget = int(totals.get("budget_bytes", 0)) >> 20
                 peak = int(totals.get("kept_bytes_peak", 0)) >> 20
                 if used.get("plain") is not None and used.get("recap") is not None:
